@@ -1,0 +1,33 @@
+"""txnats: the NATS client for Twisted."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from zope.interface import classImplements
+
+from txnats.client import Client, ClientState, Statistics, connect
+from txnats.errors import *  # noqa: F403
+from txnats.errors import __all__ as _errors_all
+from txnats.interfaces import IClient, IMsg, ISubscription
+from txnats.protocol.events import Msg
+from txnats.protocol.headers import Headers
+from txnats.subscription import Subscription
+
+classImplements(Msg, IMsg)
+classImplements(Subscription, ISubscription)
+
+__all__ = [
+    "Client",
+    "ClientState",
+    "Headers",
+    "IClient",
+    "IMsg",
+    "ISubscription",
+    "Msg",
+    "Statistics",
+    "Subscription",
+    "__version__",
+    "connect",
+    *_errors_all,
+]

@@ -1,0 +1,1081 @@
+"""The client: what outlives one TCP connection.
+
+A :class:`Client` owns the server pool, the reconnect loop, the subscription registry,
+the request multiplexer and the statistics. Each connection attempt builds a fresh
+:class:`~txnats.connection.NatsProtocol`; the client survives its loss.
+
+States and the transitions allowed between them are in ``_TRANSITIONS``; data that only
+one state has (the connected protocol, the pending attempt) is set on entering that
+state and cleared on leaving it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    DeferredList,
+    fail,
+    succeed,
+)
+from twisted.internet.interfaces import IDelayedCall, IReactorCore, IReactorTime
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from txnats import __version__
+from txnats.connection import NatsProtocol
+from txnats.errors import (
+    AuthorizationError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionDrainingError,
+    DrainTimeoutError,
+    FlushTimeoutError,
+    InvalidArgumentError,
+    MaxPayloadError,
+    NatsError,
+    NoRespondersError,
+    NoServersError,
+    OutboundBufferFullError,
+    PermissionViolationError,
+    ServerError,
+)
+from txnats.interfaces import IClient
+from txnats.nuid import next_nuid
+from txnats.protocol.commands import (
+    _pub_cache,
+    encode_hpub,
+    encode_sub,
+    encode_unsub,
+    publish_subject,
+    reply_subject,
+)
+from txnats.protocol.events import Msg
+from txnats.protocol.headers import HeaderInput, encode_headers
+from txnats.request import RequestMux, is_no_responders
+from txnats.servers import Server, ServerPool, parse_servers
+from txnats.subscription import Handler, Subscription
+
+__all__ = ["Client", "ClientState", "Statistics", "connect"]
+
+log = Logger()
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+DEFAULT_PENDING_MSGS = 512 * 1024
+DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_OUTBOUND = 32 * 1024 * 1024
+DEFAULT_RECONNECT_BUFFER = 8 * 1024 * 1024
+
+
+class ClientState:
+    """The states of a client (plain strings, for logging)."""
+
+    CONNECTING = "CONNECTING"
+    CONNECTED = "CONNECTED"
+    RECONNECTING = "RECONNECTING"
+    DRAINING_SUBS = "DRAINING_SUBS"
+    DRAINING_PUBS = "DRAINING_PUBS"
+    CLOSED = "CLOSED"
+
+
+_S = ClientState
+_TRANSITIONS: dict[str, frozenset[str]] = {
+    _S.CONNECTING: frozenset({_S.CONNECTED, _S.CLOSED}),
+    _S.CONNECTED: frozenset({_S.RECONNECTING, _S.DRAINING_SUBS, _S.CLOSED}),
+    _S.RECONNECTING: frozenset({_S.CONNECTED, _S.CLOSED}),
+    _S.DRAINING_SUBS: frozenset({_S.DRAINING_PUBS, _S.CLOSED}),
+    _S.DRAINING_PUBS: frozenset({_S.CLOSED}),
+    _S.CLOSED: frozenset(),
+}
+
+
+@dataclass
+class Statistics:
+    """Counters since the client was created."""
+
+    in_msgs: int = 0
+    out_msgs: int = 0
+    in_bytes: int = 0
+    out_bytes: int = 0
+    reconnects: int = 0
+
+
+@dataclass
+class Options:
+    """Every connection option; see :func:`connect` for their meaning."""
+
+    name: str | None = None
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    verbose: bool = False
+    pedantic: bool = False
+    no_echo: bool = False
+    connect_timeout: float = 2.0
+    ping_interval: float = 120.0
+    max_pings_out: int = 2
+    inbox_prefix: str = "_INBOX"
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES
+    drain_timeout: float = 30.0
+    max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND
+    allow_reconnect: bool = True
+    max_reconnect_attempts: int = 60
+    reconnect_wait: float = 2.0
+    reconnect_jitter: float = 0.1
+    reconnect_buffer_size: int = DEFAULT_RECONNECT_BUFFER
+    no_randomize: bool = False
+    ignore_discovered_servers: bool = False
+    retry_on_failed_connect: bool = False
+    error_cb: Callable[[Exception], object] | None = None
+    disconnected_cb: Callable[[NatsError], object] | None = None
+    reconnected_cb: Callable[[], object] | None = None
+    closed_cb: Callable[[], object] | None = None
+    lame_duck_cb: Callable[[], object] | None = None
+    discovered_servers_cb: Callable[[list[str]], object] | None = None
+
+
+class _OneProtocolFactory(Factory):
+    """Hands out the one protocol instance made for this attempt."""
+
+    def __init__(self, proto: NatsProtocol) -> None:
+        self._proto = proto
+
+    def buildProtocol(self, addr: object) -> NatsProtocol:
+        return self._proto
+
+
+@implementer(IClient)
+class Client:
+    """A NATS client. Make one with :func:`connect`."""
+
+    def __init__(
+        self,
+        reactor: IReactorCore,
+        servers: str | Sequence[str] = DEFAULT_URL,
+        options: Options | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._reactor = reactor
+        clock: IReactorTime = reactor  # type: ignore[assignment]
+        self._clock = clock
+        self.options = opts = options or Options()
+        if opts.max_outbound_bytes <= 0 or opts.pending_msgs_limit <= 0:
+            raise InvalidArgumentError("limits must be positive")
+        self._rng = rng or random.Random()
+        self._pool = ServerPool(
+            parse_servers(servers), randomize=not opts.no_randomize, rng=self._rng
+        )
+        self.stats = Statistics()
+        self._state = _S.CONNECTING
+        self._proto: NatsProtocol | None = None
+        self._server: Server | None = None
+        #: INFO of the server we are (or were last) connected to.
+        self.server_info: dict[str, Any] = {}
+        self._max_payload = DEFAULT_MAX_PAYLOAD
+        self._subs: dict[int, Subscription] = {}
+        self._next_sid = 0
+        self._mux: RequestMux | None = None
+        self._soon: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+        self._soon_call: IDelayedCall | None = None
+        self._blocked: set[int] = set()
+        self._room_waiters: list[Deferred[None]] = []
+        # Reconnecting: frames to send once connected, and flushes waiting for it.
+        self._reconnect_buf: list[bytes] = []
+        self._reconnect_bytes = 0
+        self._offline_flushes: list[Deferred[None]] = []
+        self._attempt_call: IDelayedCall | None = None
+        self._attempt_d: Deferred[NatsProtocol] | None = None
+        self._first_connect: Deferred[Client] | None = None
+        self._last_error: NatsError | None = None
+        self._closed_waiters: list[Deferred[None]] = []
+        self._fully_closed = False
+        self._drain_d: Deferred[None] | None = None
+        self._lame_duck_seen = False
+
+    # ================================================================== state
+    @property
+    def state(self) -> str:
+        """One of the :class:`ClientState` names."""
+        return self._state
+
+    def _set_state(self, new: str) -> None:
+        if new not in _TRANSITIONS[self._state]:
+            raise AssertionError(f"bad transition {self._state} -> {new}")  # pragma: no cover
+        log.debug("State {old} -> {new}", old=self._state, new=new)
+        self._state = new
+
+    @property
+    def is_connected(self) -> bool:
+        return self._state == _S.CONNECTED
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state == _S.CLOSED
+
+    @property
+    def is_reconnecting(self) -> bool:
+        return self._state == _S.RECONNECTING
+
+    @property
+    def is_draining(self) -> bool:
+        return self._state in (_S.DRAINING_SUBS, _S.DRAINING_PUBS)
+
+    @property
+    def connected_url(self) -> str | None:
+        """The URL of the current server, credentials redacted; None when not connected."""
+        if self._proto is None or self._server is None:
+            return None
+        return self._server.redacted
+
+    @property
+    def client_id(self) -> int | None:
+        cid = self.server_info.get("client_id")
+        return cid if isinstance(cid, int) else None
+
+    @property
+    def max_payload(self) -> int:
+        """The largest message (headers included) the server accepts."""
+        return self._max_payload
+
+    @property
+    def servers(self) -> list[str]:
+        """The server pool, credentials redacted."""
+        return [s.redacted for s in self._pool.servers]
+
+    @property
+    def discovered_servers(self) -> list[str]:
+        return [s.redacted for s in self._pool.servers if s.discovered]
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes accepted by publish() that are not yet handed to the socket."""
+        if self._proto is not None:
+            return self._proto.out_bytes
+        return self._reconnect_bytes
+
+    # ================================================================== scheduling
+    def schedule(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` in the next scheduled turn (one ``callLater(0)`` per batch)."""
+        self._soon.append((fn, args))
+        if self._soon_call is None:
+            self._soon_call = self._clock.callLater(0, self._run_soon)
+
+    def _run_soon(self) -> None:
+        self._soon_call = None
+        batch = self._soon
+        self._soon = []
+        for fn, args in batch:
+            try:
+                fn(*args)
+            except Exception:
+                log.failure("Unexpected error in a scheduled call")
+
+    def _call_user(self, name: str, cb: Callable[..., object] | None, *args: object) -> None:
+        if cb is None:
+            return
+        try:
+            result = cb(*args)
+        except Exception:
+            log.failure("The {name} callback raised", name=name)
+            return
+        if isinstance(result, Deferred):
+            result.addErrback(lambda f: log.failure("The {name} callback failed", f, name=name))
+
+    def _report(self, error: Exception) -> None:
+        """Report an asynchronous error to ``error_cb`` (in a later turn)."""
+        if isinstance(error, NatsError):
+            log.info("Async error: {error}", error=str(error))
+        self.schedule(self._call_user, "error", self.options.error_cb, error)
+
+    # ================================================================== connecting
+    def _start(self) -> Deferred[Client]:
+        """Make the first connection: each server once (or forever, with retry)."""
+        d: Deferred[Client] = Deferred()
+        self._first_connect = d
+        self._schedule_attempt()
+        return d
+
+    def _connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+        opts = self.options
+        server = self._attempt_server
+        if opts.no_echo and int(info.get("proto", 0)) < 1:
+            raise ConnectError("server does not support no_echo")
+        headers = bool(info.get("headers", False))
+        out: dict[str, Any] = {
+            "verbose": opts.verbose,
+            "pedantic": opts.pedantic,
+            "tls_required": False,
+            "lang": "python-txnats",
+            "version": __version__,
+            "protocol": 1,
+            "echo": not opts.no_echo,
+            "headers": headers,
+            "no_responders": headers,
+        }
+        if opts.name:
+            out["name"] = opts.name
+        user = server.user if server and server.user is not None else opts.user
+        password = server.password if server and server.password is not None else opts.password
+        token = server.token if server and server.token is not None else opts.token
+        if user is not None:
+            out["user"] = user
+            out["pass"] = password or ""
+        elif token is not None:
+            out["auth_token"] = token
+        return out
+
+    # ConnectionHandler -------------------------------------------------------------
+    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+        return self._connect_options(info)
+
+    def msg_received(self, msg: Msg) -> None:
+        stats = self.stats
+        stats.in_msgs += 1
+        stats.in_bytes += len(msg.data)
+        sub = self._subs.get(msg.sid)
+        if sub is None:
+            return  # late message for a subscription that already ended
+        sub._enqueue(msg)
+        mx = sub.max_msgs
+        if mx is not None and sub.received >= mx:
+            sub._input_done()
+
+    def info_received(self, info: dict[str, Any]) -> None:
+        self.server_info = info
+        mp = info.get("max_payload")
+        if isinstance(mp, int):
+            self._max_payload = mp
+        self._merge_discovered(info)
+        if info.get("ldm") and not self._lame_duck_seen:
+            self._lame_duck_seen = True
+            log.info("Server {url} entered lame duck mode", url=self.connected_url)
+            self.schedule(self._call_user, "lame_duck", self.options.lame_duck_cb)
+            if self.options.allow_reconnect and len(self._pool) > 1:
+                self.schedule(self.force_reconnect)
+
+    def server_error(self, error: ServerError) -> None:
+        if isinstance(error, PermissionViolationError) and error.operation == "subscribe":
+            for sub in list(self._subs.values()):
+                if sub.subject == error.subject and (
+                    f'"{sub.queue}"' in error.server_message if sub.queue else True
+                ):
+                    self.schedule(sub._finish, error)
+        elif isinstance(error, PermissionViolationError) and self._mux is not None:
+            self._mux.fail_subject(error.subject, error)
+        self._report(error)
+
+    def outbound_drained(self) -> None:
+        if self._room_waiters:
+            waiters = self._room_waiters
+            self._room_waiters = []
+            for d in waiters:
+                self.schedule(d.callback, None)
+
+    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
+        if proto is not self._proto:
+            return
+        self._proto = None
+        self._blocked.clear()
+        state = self._state
+        if state == _S.CLOSED:
+            self._finish_close()
+            return
+        self._last_error = reason
+        log.info("Disconnected from {url}: {reason}", url=self._server, reason=str(reason))
+        self.schedule(self._call_user, "disconnected", self.options.disconnected_cb, reason)
+        if state == _S.CONNECTED and self.options.allow_reconnect:
+            self._set_state(_S.RECONNECTING)
+            self._schedule_attempt()
+        else:
+            self._do_close(reason)
+
+    # ------------------------------------------------------------------ attempts
+    _attempt_server: Server | None = None
+
+    def _pick_server(self) -> Server | None:
+        max_attempts = self.options.max_reconnect_attempts
+        first = self._first_connect is not None and not self.options.retry_on_failed_connect
+        for _ in range(len(self._pool)):
+            server = self._pool.next_server()
+            limit = 1 if first else max_attempts
+            if limit >= 0 and server.attempts >= limit:
+                continue
+            return server
+        return None
+
+    def _schedule_attempt(self) -> None:
+        server = self._pick_server()
+        if server is None:
+            err = NoServersError(
+                "no server could be reached"
+                + (f"; last error: {self._last_error}" if self._last_error else "")
+            )
+            if isinstance(self._last_error, AuthorizationError):
+                self._do_close(self._last_error)
+            else:
+                self._do_close(err)
+            return
+        delay = 0.0
+        if server.last_attempt is not None:
+            elapsed = self._clock.seconds() - server.last_attempt
+            wait = self.options.reconnect_wait
+            if elapsed < wait:
+                delay = wait - elapsed + self._rng.uniform(0, self.options.reconnect_jitter)
+        self._attempt_call = self._clock.callLater(delay, self._attempt, server)
+
+    def _attempt(self, server: Server) -> None:
+        self._attempt_call = None
+        server.attempts += 1
+        server.last_attempt = self._clock.seconds()
+        opts = self.options
+        proto = NatsProtocol(
+            self, self._clock, ping_interval=opts.ping_interval, max_pings_out=opts.max_pings_out
+        )
+        self._attempt_server = server
+        try:
+            endpoint = server.endpoint(self._reactor, opts.connect_timeout)
+        except Exception as e:
+            self._attempt_failed(Failure(ConnectError(f"bad endpoint: {e}")), server)
+            return
+        d = endpoint.connect(_OneProtocolFactory(proto))
+        d.addCallback(lambda p: p.handshake)
+
+        def on_timeout(result: object, timeout: float) -> object:
+            if isinstance(result, Failure) and result.check(CancelledError):
+                return Failure(ConnectError(f"connect to {server} timed out after {timeout}s"))
+            return result
+
+        d.addTimeout(opts.connect_timeout, self._clock, onTimeoutCancel=on_timeout)
+        self._attempt_d = d
+        d.addCallbacks(
+            self._attempt_succeeded, self._attempt_failed, (server,), errbackArgs=(server,)
+        )
+
+    def _attempt_failed(self, failure: Failure, server: Server) -> None:
+        self._attempt_d = None
+        if self._state == _S.CLOSED:
+            return
+        err = failure.value
+        if not isinstance(err, NatsError):
+            err = ConnectError(f"cannot connect to {server}: {failure.getErrorMessage()}")
+        self._last_error = err
+        log.info("Connect to {url} failed: {error}", url=server, error=str(err))
+        if isinstance(err, AuthorizationError):
+            if server.last_auth_error == str(err):
+                log.warn("{url} refused the same credentials twice; removed", url=server)
+                self._pool.servers.remove(server)
+            server.last_auth_error = str(err)
+        else:
+            server.last_auth_error = None
+        self._schedule_attempt()
+
+    def _attempt_succeeded(self, proto: NatsProtocol, server: Server) -> None:
+        self._attempt_d = None
+        if self._state == _S.CLOSED:
+            proto.abort()
+            return
+        reconnected = self._state == _S.RECONNECTING
+        self._set_state(_S.CONNECTED)
+        self._proto = proto
+        self._server = server
+        server.attempts = 0
+        server.last_auth_error = None
+        self._lame_duck_seen = False
+        self.server_info = proto.info
+        mp = proto.info.get("max_payload")
+        self._max_payload = mp if isinstance(mp, int) else DEFAULT_MAX_PAYLOAD
+        log.info("Connected to {url}", url=server)
+        self._merge_discovered(proto.info)
+        # Subscriptions first, then what was published while disconnected.
+        frames = []
+        for sub in self._subs.values():
+            frames.append(encode_sub(sub.subject, sub.sid, sub.queue))
+            if sub.max_msgs is not None:
+                frames.append(encode_unsub(sub.sid, sub.max_msgs - sub.received))
+        frames.extend(self._reconnect_buf)
+        if frames:
+            proto.write_many(frames, sum(len(f) for f in frames))
+        self._reconnect_buf = []
+        self._reconnect_bytes = 0
+        for d in self._offline_flushes:
+            proto.ping().chainDeferred(d)
+        self._offline_flushes = []
+        self.outbound_drained()
+        if self._first_connect is not None:
+            d, self._first_connect = self._first_connect, None
+            d.callback(self)
+        if reconnected:
+            self.stats.reconnects += 1
+            self.schedule(self._call_user, "reconnected", self.options.reconnected_cb)
+        if proto.info.get("ldm"):
+            self.info_received(proto.info)
+
+    def _merge_discovered(self, info: dict[str, Any]) -> None:
+        urls = info.get("connect_urls")
+        if not urls or self.options.ignore_discovered_servers or self._server is None:
+            return
+        new = self._pool.add_discovered(urls, self._server)
+        if new and self._first_connect is None:
+            self.schedule(
+                self._call_user,
+                "discovered_servers",
+                self.options.discovered_servers_cb,
+                [s.redacted for s in new],
+            )
+
+    def force_reconnect(self) -> None:
+        """Drop the current connection and reconnect (to another server if there is one)."""
+        if self._state == _S.CONNECTED and self._proto is not None:
+            self._proto.abort(ConnectError("reconnect requested"))
+
+    # ================================================================== publishing
+    def publish(
+        self,
+        subject: str,
+        data: bytes = b"",
+        reply: str | None = None,
+        headers: HeaderInput | None = None,
+    ) -> None:
+        """Publish ``data`` to ``subject``; buffered, written at the end of the turn.
+
+        Raises :class:`BadSubjectError`, :class:`BadHeaderError`,
+        :class:`MaxPayloadError` (headers included), :class:`OutboundBufferFullError`,
+        :class:`ConnectionDrainingError` or :class:`ConnectionClosedError`; when it raises,
+        nothing was queued.
+        """
+        subj = _pub_cache.get(subject)
+        if subj is None:
+            subj = publish_subject(subject)
+        try:
+            if headers is None:
+                size = len(data)
+                if reply is None:
+                    frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
+                else:
+                    frame = b"PUB %s %s %d\r\n%s\r\n" % (subj, reply_subject(reply), size, data)
+            else:
+                hdr = encode_headers(headers)
+                size = len(hdr) + len(data)
+                frame = encode_hpub(subject, data, hdr, reply)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"data must be bytes, not {type(data).__name__}"
+            ) from None
+        if size > self._max_payload:
+            raise MaxPayloadError(
+                f"message of {size} bytes exceeds the server's max_payload {self._max_payload}"
+            )
+        proto = self._proto
+        if proto is not None and self._state != _S.DRAINING_PUBS:
+            if proto.out_bytes + len(frame) > self.options.max_outbound_bytes:
+                raise OutboundBufferFullError(
+                    f"outbound buffer full ({proto.out_bytes} bytes pending); "
+                    "wait for wait_for_room()"
+                )
+            proto.write(frame)
+        else:
+            self._publish_offline(frame)
+        stats = self.stats
+        stats.out_msgs += 1
+        stats.out_bytes += len(data)
+
+    def _publish_offline(self, frame: bytes) -> None:
+        state = self._state
+        if state == _S.CLOSED:
+            raise ConnectionClosedError("client is closed")
+        if state == _S.DRAINING_PUBS:
+            raise ConnectionDrainingError("client is draining")
+        limit = self.options.reconnect_buffer_size
+        if self._reconnect_bytes + len(frame) > limit:
+            raise OutboundBufferFullError(
+                f"reconnect buffer full ({self._reconnect_bytes} of {limit} bytes) "
+                "while disconnected"
+            )
+        self._reconnect_buf.append(frame)
+        self._reconnect_bytes += len(frame)
+
+    def wait_for_room(self) -> Deferred[None]:
+        """Fire when the outbound buffer has been handed to the socket."""
+        if self._state == _S.CLOSED:
+            return fail(ConnectionClosedError("client is closed"))
+        proto = self._proto
+        if proto is None or proto.out_bytes == 0:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._room_waiters.append(d)
+        return d
+
+    # ================================================================== subscribing
+    def subscribe(
+        self,
+        subject: str,
+        handler: Handler | None = None,
+        queue: str | None = None,
+        *,
+        max_msgs: int | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+        concurrency: int = 1,
+        backpressure: bool = False,
+    ) -> Subscription:
+        """Subscribe to ``subject`` (wildcards allowed), optionally in a queue group.
+
+        With a ``handler``, each message is passed to it in order (a Deferred or coroutine
+        result is awaited before the next; ``concurrency`` > 1 allows that many at once).
+        Without one, read with ``await sub.next_msg()`` or ``async for msg in sub``.
+        ``backpressure=True`` pauses reading from the socket while the mailbox is full
+        instead of dropping messages.
+        """
+        if self._state == _S.CLOSED:
+            raise ConnectionClosedError("client is closed")
+        if self.is_draining:
+            raise ConnectionDrainingError("client is draining")
+        if concurrency < 1:
+            raise InvalidArgumentError("concurrency must be at least 1")
+        if max_msgs is not None and max_msgs <= 0:
+            raise InvalidArgumentError("max_msgs must be positive")
+        sid = self._next_sid + 1
+        frame = encode_sub(subject, sid, queue)  # validates subject and queue
+        self._next_sid = sid
+        sub = Subscription(
+            self,
+            sid,
+            subject,
+            queue,
+            handler,
+            max_msgs=max_msgs,
+            pending_msgs_limit=pending_msgs_limit or self.options.pending_msgs_limit,
+            pending_bytes_limit=pending_bytes_limit or self.options.pending_bytes_limit,
+            concurrency=concurrency,
+            backpressure=backpressure,
+        )
+        self._subs[sid] = sub
+        proto = self._proto
+        if proto is not None:
+            proto.write(frame)
+            if max_msgs is not None:
+                proto.write(encode_unsub(sid, max_msgs))
+        return sub
+
+    def _forget(self, sub: Subscription) -> None:
+        if self._subs.get(sub.sid) is sub:
+            del self._subs[sub.sid]
+
+    def _send_unsub(self, sub: Subscription, max_msgs: int | None) -> None:
+        proto = self._proto
+        if proto is not None:
+            proto.write(encode_unsub(sub.sid, max_msgs))
+
+    def _drain_subscription(self, sub: Subscription) -> None:
+        proto = self._proto
+        if proto is None:
+            sub._input_done()
+            return
+        proto.write(encode_unsub(sub.sid))
+        d = proto.ping()
+        d.addCallbacks(
+            lambda _: sub._input_done(),
+            lambda f: sub._close(ConnectionClosedError("connection lost while draining")),
+        )
+
+    def _backpressure(self, sub: Subscription, full: bool) -> None:
+        if full:
+            self._blocked.add(sub.sid)
+        else:
+            self._blocked.discard(sub.sid)
+        proto = self._proto
+        if proto is None:
+            return
+        if self._blocked:
+            proto.pause_reading()
+        else:
+            proto.resume_reading()
+
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        """The active subscriptions (the request inbox included)."""
+        return list(self._subs.values())
+
+    # ================================================================== requests
+    def new_inbox(self) -> str:
+        """A unique subject under the inbox prefix."""
+        return f"{self.options.inbox_prefix}.{next_nuid()}"
+
+    def request(
+        self,
+        subject: str,
+        data: bytes = b"",
+        timeout: float | None = 1.0,
+        headers: HeaderInput | None = None,
+    ) -> Deferred[Msg]:
+        """Publish a request and fire with the first response.
+
+        Fails with :class:`TimeoutError` after ``timeout`` seconds, with
+        :class:`NoRespondersError` at once if nobody subscribes to ``subject``, and with
+        :class:`ConnectionClosedError` if the client closes first. Cancelling the
+        Deferred withdraws the request; a response arriving later is dropped.
+        """
+        if timeout is not None and timeout <= 0:
+            return fail(InvalidArgumentError("timeout must be positive"))
+        if self._state == _S.CLOSED:
+            return fail(ConnectionClosedError("client is closed"))
+        mux = self._mux
+        if mux is None:
+            try:
+                mux = self._mux = RequestMux(self, f"{self.new_inbox()}.")
+            except NatsError as e:
+                return fail(e)
+        reply, d = mux.new_reply(subject, timeout)
+        try:
+            self.publish(subject, data, reply, headers)
+        except NatsError as e:
+            mux.forget(reply)
+            return fail(e)
+        return d
+
+    def request_many(
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        timeout: float = 1.0,
+        stall: float | None = None,
+        max_msgs: int | None = None,
+        sentinel: Callable[[Msg], bool] | None = None,
+        headers: HeaderInput | None = None,
+    ) -> Deferred[list[Msg]]:
+        """Publish a request and gather responses (ADR-47).
+
+        Gathering ends at ``timeout`` after the request, ``stall`` seconds after the
+        latest response, at ``max_msgs`` responses, or at a response for which
+        ``sentinel(msg)`` is true (not included). Fails with :class:`NoRespondersError`
+        if the server reports no subscriber; the inbox is always unsubscribed.
+        """
+        if timeout <= 0 or (stall is not None and stall <= 0):
+            return fail(InvalidArgumentError("timeout and stall must be positive"))
+        if max_msgs is not None and max_msgs <= 0:
+            return fail(InvalidArgumentError("max_msgs must be positive"))
+        results: list[Msg] = []
+        done: Deferred[list[Msg]] = Deferred(lambda _: finish(None))
+        timers: dict[str, IDelayedCall] = {}
+        clock = self._clock
+        inbox = self.new_inbox()
+
+        def finish(error: NatsError | None) -> None:
+            for t in timers.values():
+                if t.active():
+                    t.cancel()
+            timers.clear()
+            if sub.is_active:
+                sub.unsubscribe()
+            if done.called:
+                return
+            if error is None:
+                done.callback(results)
+            else:
+                done.errback(Failure(error))
+
+        def on_msg(msg: Msg) -> None:
+            if done.called:
+                return
+            if is_no_responders(msg):
+                if results:
+                    finish(None)
+                else:
+                    finish(NoRespondersError(f"no responders on {subject!r}"))
+                return
+            if sentinel is not None and sentinel(msg):
+                finish(None)
+                return
+            results.append(msg)
+            if max_msgs is not None and len(results) >= max_msgs:
+                finish(None)
+                return
+            if stall is not None:
+                old = timers.get("stall")
+                if old is not None and old.active():
+                    old.reset(stall)
+                else:
+                    timers["stall"] = clock.callLater(stall, finish, None)
+
+        try:
+            sub = self.subscribe(inbox, on_msg)
+        except NatsError as e:
+            return fail(e)
+        try:
+            self.publish(subject, data, inbox, headers)
+        except NatsError as e:
+            sub.unsubscribe()
+            return fail(e)
+        timers["total"] = clock.callLater(timeout, finish, None)
+        return done
+
+    # ================================================================== flush & drain
+    def flush(self, timeout: float | None = 10.0) -> Deferred[None]:
+        """Fire once the server has processed everything sent so far (PING -> PONG).
+
+        While reconnecting, waits for the reconnection (within ``timeout``). Fails with
+        :class:`FlushTimeoutError` or :class:`ConnectionClosedError`.
+        """
+        if self._state == _S.CLOSED:
+            return fail(ConnectionClosedError("client is closed"))
+        proto = self._proto
+        if proto is not None:
+            d = proto.ping()
+        else:
+            d = Deferred()
+            self._offline_flushes.append(d)
+        if timeout is None:
+            return d
+        outer: Deferred[None] = Deferred(lambda _: d.cancel() if not d.called else None)
+
+        def expire() -> None:
+            if not outer.called:
+                outer.errback(FlushTimeoutError(f"no PONG within {timeout}s"))
+
+        timer = self._clock.callLater(timeout, expire)
+
+        def done(result: object) -> None:
+            if timer.active():
+                timer.cancel()
+            if not outer.called:
+                if isinstance(result, Failure):
+                    outer.errback(result)
+                else:
+                    outer.callback(None)
+
+        d.addBoth(done)
+        return outer
+
+    def rtt(self, timeout: float | None = 10.0) -> Deferred[float]:
+        """The round-trip time to the server, in seconds (one PING/PONG)."""
+        start = self._clock.seconds()
+        return self.flush(timeout).addCallback(lambda _: self._clock.seconds() - start)
+
+    def drain(self) -> Deferred[None]:
+        """Drain every subscription, then refuse publishes, flush and close.
+
+        While subscriptions drain, handlers may still publish (to answer requests); new
+        subscriptions are refused. Fails with :class:`DrainTimeoutError` after
+        ``drain_timeout`` (the client is closed anyway).
+        """
+        state = self._state
+        if state == _S.CLOSED:
+            return self.when_closed()
+        if self._drain_d is not None:
+            return _chain(self._drain_d)
+        if state != _S.CONNECTED or self._proto is None:
+            return self.close()
+        self._set_state(_S.DRAINING_SUBS)
+        result: Deferred[None] = Deferred()
+        self._drain_d = result
+        proto = self._proto
+        subs = list(self._subs.values())
+        ended = [s.when_ended() for s in subs]
+        for s in subs:
+            s._state = 1  # _DRAINING: keep delivering what is in the mailbox
+            proto.write(encode_unsub(s.sid))
+
+        def subs_flushed(_: object) -> Deferred[Any]:
+            for s in subs:
+                s._input_done()
+            return DeferredList(ended)
+
+        def subs_done(_: object) -> Deferred[None] | None:
+            if self._state != _S.DRAINING_SUBS:
+                return None
+            self._set_state(_S.DRAINING_PUBS)
+            return self.flush(None)
+
+        def finished(res: object) -> None:
+            timer_cancel()
+            if result.called:
+                return
+            if isinstance(res, Failure):
+                err = res.value
+                self.close()
+                result.errback(res if isinstance(err, NatsError) else Failure(NatsError(str(err))))
+                return
+            self.close().chainDeferred(result)
+
+        def expire() -> None:
+            if not result.called:
+                log.warn("Drain did not finish within {t}s; closing", t=self.options.drain_timeout)
+                self.close()
+                result.errback(
+                    DrainTimeoutError(f"drain did not finish in {self.options.drain_timeout}s")
+                )
+
+        timer = self._clock.callLater(self.options.drain_timeout, expire)
+
+        def timer_cancel() -> None:
+            if timer.active():
+                timer.cancel()
+
+        proto.ping().addCallback(subs_flushed).addCallback(subs_done).addBoth(finished)
+        return _chain(result)
+
+    # ================================================================== closing
+    def close(self) -> Deferred[None]:
+        """Close now (idempotent, any state); fires when the connection is gone.
+
+        Pending flushes and requests fail with :class:`ConnectionClosedError`;
+        subscriptions end and messages not yet handed out are discarded (use
+        :meth:`drain` to handle them first).
+        """
+        if self._state != _S.CLOSED:
+            self._do_close(None)
+        return self.when_closed()
+
+    def _do_close(self, reason: NatsError | None) -> None:
+        if self._state == _S.CLOSED:
+            return
+        self._set_state(_S.CLOSED)
+        if self._attempt_call is not None and self._attempt_call.active():
+            self._attempt_call.cancel()
+        self._attempt_call = None
+        if self._attempt_d is not None:
+            d, self._attempt_d = self._attempt_d, None
+            d.cancel()
+        closed = ConnectionClosedError("client closed" + (f": {reason}" if reason else ""))
+        if self._first_connect is not None:
+            fc, self._first_connect = self._first_connect, None
+            fc.errback(Failure(reason if reason is not None else closed))
+        for sub in list(self._subs.values()):
+            sub._close(closed)
+        self._subs.clear()
+        if self._mux is not None:
+            self._mux.fail_all(str(closed))
+        for d in self._offline_flushes:
+            d.errback(Failure(closed))
+        self._offline_flushes = []
+        for d in self._room_waiters:
+            d.errback(Failure(closed))
+        self._room_waiters = []
+        if self._reconnect_bytes:
+            log.warn(
+                "Closed with {n} bytes of publishes never sent (disconnected)",
+                n=self._reconnect_bytes,
+            )
+        self._reconnect_buf = []
+        self._reconnect_bytes = 0
+        if self._soon_call is None:
+            pass
+        proto = self._proto
+        if proto is not None and not proto.lost:
+            proto.close()  # connection_lost() finishes the close
+        else:
+            self._proto = None
+            self._finish_close()
+
+    def _finish_close(self) -> None:
+        if self._fully_closed:
+            return
+        self._fully_closed = True
+        self._proto = None
+        log.info("Closed")
+        self.schedule(self._call_user, "closed", self.options.closed_cb)
+        waiters = self._closed_waiters
+        self._closed_waiters = []
+        for d in waiters:
+            self.schedule(d.callback, None)
+
+    def when_closed(self) -> Deferred[None]:
+        """A fresh Deferred that fires once the client is closed and its socket gone."""
+        d: Deferred[None] = Deferred()
+        if self._fully_closed:
+            self.schedule(d.callback, None)
+        else:
+            self._closed_waiters.append(d)
+        return d
+
+    def __repr__(self) -> str:
+        return f"<txnats.Client {self._state} {self.connected_url or ''}>"
+
+
+def _chain(d: Deferred[None]) -> Deferred[None]:
+    """A fresh Deferred with ``d``'s result, leaving ``d`` untouched."""
+    out: Deferred[None] = Deferred()
+
+    def relay(result: object) -> object:
+        if isinstance(result, Failure):
+            out.errback(result)
+        else:
+            out.callback(None)
+        return result
+
+    d.addBoth(relay)
+    d.addErrback(lambda _: None)
+    return out
+
+
+def connect(
+    reactor: IReactorCore,
+    servers: str | Sequence[str] = DEFAULT_URL,
+    *,
+    name: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    verbose: bool = False,
+    pedantic: bool = False,
+    no_echo: bool = False,
+    connect_timeout: float = 2.0,
+    ping_interval: float = 120.0,
+    max_pings_out: int = 2,
+    inbox_prefix: str = "_INBOX",
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
+    drain_timeout: float = 30.0,
+    max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND,
+    allow_reconnect: bool = True,
+    max_reconnect_attempts: int = 60,
+    reconnect_wait: float = 2.0,
+    reconnect_jitter: float = 0.1,
+    reconnect_buffer_size: int = DEFAULT_RECONNECT_BUFFER,
+    no_randomize: bool = False,
+    ignore_discovered_servers: bool = False,
+    retry_on_failed_connect: bool = False,
+    error_cb: Callable[[Exception], object] | None = None,
+    disconnected_cb: Callable[[NatsError], object] | None = None,
+    reconnected_cb: Callable[[], object] | None = None,
+    closed_cb: Callable[[], object] | None = None,
+    lame_duck_cb: Callable[[], object] | None = None,
+    discovered_servers_cb: Callable[[list[str]], object] | None = None,
+) -> Deferred[Client]:
+    """Connect to a NATS server; the Deferred fires with a connected :class:`Client`.
+
+    ``servers`` is a URL (``nats://[user:pass@|token@]host:port``), a comma-separated
+    string of them, a list, or Twisted client endpoint strings (``tcp:host=...:port=...``).
+    Fails with :class:`AuthorizationError` if the server refuses the credentials and
+    :class:`NoServersError` if no server can be reached.
+    """
+    opts = Options(
+        name=name, user=user, password=password, token=token, verbose=verbose,
+        pedantic=pedantic, no_echo=no_echo, connect_timeout=connect_timeout,
+        ping_interval=ping_interval, max_pings_out=max_pings_out, inbox_prefix=inbox_prefix,
+        pending_msgs_limit=pending_msgs_limit, pending_bytes_limit=pending_bytes_limit,
+        drain_timeout=drain_timeout, max_outbound_bytes=max_outbound_bytes,
+        allow_reconnect=allow_reconnect, max_reconnect_attempts=max_reconnect_attempts,
+        reconnect_wait=reconnect_wait, reconnect_jitter=reconnect_jitter,
+        reconnect_buffer_size=reconnect_buffer_size, no_randomize=no_randomize,
+        ignore_discovered_servers=ignore_discovered_servers,
+        retry_on_failed_connect=retry_on_failed_connect, error_cb=error_cb,
+        disconnected_cb=disconnected_cb, reconnected_cb=reconnected_cb, closed_cb=closed_cb,
+        lame_duck_cb=lame_duck_cb, discovered_servers_cb=discovered_servers_cb,
+    )
+    try:
+        client = Client(reactor, servers, opts)
+    except NatsError as e:
+        return fail(e)
+    return client._start()

@@ -1,0 +1,360 @@
+"""The Twisted ``Protocol`` for one connection to one NATS server.
+
+It frames bytes through the sans-IO :class:`~txnats.protocol.parser.Parser`, runs the
+handshake (INFO -> CONNECT + PING -> PONG), keeps PING/PONG liveness, coalesces writes
+into one ``transport.write`` per reactor turn, and applies flow control both ways: it is
+a push producer for its transport (a full send buffer pauses our writes), and it can
+pause reading from the socket when a back-pressure subscription is full.
+
+It never runs user code: events go to its :class:`ConnectionHandler` (the client), which
+only queues work for a later reactor turn.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol as TypingProtocol
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from txnats.errors import (
+    AuthorizationError,
+    ConnectError,
+    ConnectionClosedError,
+    NatsError,
+    PermissionViolationError,
+    ProtocolError,
+    ServerError,
+    StaleConnectionError,
+)
+from txnats.protocol.commands import PING, PONG, encode_connect
+from txnats.protocol.events import Err, Info, Msg, Ok, Ping, Pong
+from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
+
+__all__ = ["ConnectionHandler", "NatsProtocol", "classify_error"]
+
+log = Logger()
+
+# Leeway above the server's max_payload for headers the server itself adds
+# (JetStream direct get, republish) to messages that were at the limit.
+_INBOUND_PAYLOAD_SLACK = 64 * 1024
+
+
+class ConnectionHandler(TypingProtocol):
+    """What a :class:`NatsProtocol` reports to (implemented by the client)."""
+
+    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]: ...
+    def msg_received(self, msg: Msg) -> None: ...
+    def info_received(self, info: dict[str, Any]) -> None: ...
+    def server_error(self, error: ServerError) -> None: ...
+    def schedule(self, fn: Callable[..., object], *args: object) -> None: ...
+    def outbound_drained(self) -> None: ...
+    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None: ...
+
+
+def classify_error(message: str) -> tuple[ServerError, bool]:
+    """Map a ``-ERR`` text to a typed error, and whether the connection survives it."""
+    low = message.lower()
+    if low.startswith("permissions violation"):
+        op = "subscribe" if "subscription" in low else "publish"
+        subject = ""
+        if " to " in message:
+            subject = message.split(" to ", 1)[1].strip()
+            if subject.startswith('"'):
+                subject = subject[1:].split('"', 1)[0]
+            else:
+                subject = subject.split(" ", 1)[0]
+        return PermissionViolationError(message, operation=op, subject=subject), True
+    if low.startswith("invalid subject") or low.startswith("maximum subscriptions exceeded"):
+        return ServerError(message), True
+    if (
+        "authorization" in low
+        or "authentication" in low
+        or low.startswith("user authentication")
+        or "account" in low and "expired" in low
+    ):
+        return AuthorizationError(message), False
+    if low.startswith("stale connection"):
+        err: ServerError = ServerError(message)
+        return err, False
+    return ServerError(message), False
+
+
+@implementer(IPushProducer)
+class NatsProtocol(Protocol):
+    """One connection. Created per attempt by the client; never reused."""
+
+    def __init__(
+        self,
+        handler: ConnectionHandler,
+        clock: IReactorTime,
+        *,
+        ping_interval: float = 120.0,
+        max_pings_out: int = 2,
+        max_control_line: int = 64 * 1024,
+    ) -> None:
+        self.handler = handler
+        self.clock = clock
+        self.ping_interval = ping_interval
+        self.max_pings_out = max_pings_out
+        self.parser = Parser(max_control_line=max_control_line)
+        #: INFO from the server (the latest one).
+        self.info: dict[str, Any] = {}
+        #: Fires with this protocol once the server answered CONNECT+PING with PONG.
+        self.handshake: Deferred[NatsProtocol] = Deferred(self._cancel_handshake)
+        self.ready = False
+        self.lost = False
+        self.pings_out = 0
+        # Outbound: frames waiting for the end of this reactor turn (or for the
+        # transport to ask for more), and their size.
+        self._out: list[bytes] = []
+        self.out_bytes = 0
+        self._flush_call: IDelayedCall | None = None
+        self._producer_paused = False
+        self._reading_paused = False
+        # One entry per PING we sent: a Deferred to fire on its PONG, or None.
+        self._pongs: deque[Deferred[None] | None] = deque()
+        self._ping_call: IDelayedCall | None = None
+        self._close_reason: NatsError | None = None
+        self._in_data = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def connectionMade(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        set_nodelay = getattr(transport, "setTcpNoDelay", None)
+        if set_nodelay is not None:
+            try:
+                set_nodelay(True)
+            except OSError:  # pragma: no cover - e.g. a UNIX socket
+                pass
+        transport.registerProducer(self, True)
+
+    def connectionLost(self, reason: Failure = Failure(ConnectionClosedError())) -> None:  # noqa: B008
+        self.lost = True
+        self.ready = False
+        for call in (self._ping_call, self._flush_call):
+            if call is not None and call.active():
+                call.cancel()
+        self._ping_call = self._flush_call = None
+        self._out.clear()
+        self.out_bytes = 0
+        err = self._close_reason
+        if err is None:
+            err = ConnectionClosedError(f"connection lost: {reason.getErrorMessage()}")
+        pongs = list(self._pongs)
+        self._pongs.clear()
+        for d in pongs:
+            if d is not None and not d.called:
+                self.handler.schedule(d.errback, Failure(ConnectionClosedError(str(err))))
+        if not self.handshake.called:
+            fail = err if isinstance(err, ConnectError) else ConnectError(str(err))
+            self.handshake.errback(Failure(fail))
+        else:
+            self.handler.connection_lost(self, err)
+
+    def _cancel_handshake(self, d: Deferred[NatsProtocol]) -> None:
+        self._close_reason = ConnectError("connection attempt cancelled")
+        self.abort()
+
+    def abort(self, reason: NatsError | None = None) -> None:
+        """Drop the connection now, without sending what is buffered."""
+        if reason is not None and self._close_reason is None:
+            self._close_reason = reason
+        if self.transport is not None and not self.lost:
+            self.transport.abortConnection()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Send what is buffered, then close the connection."""
+        self.flush_now()
+        if self.transport is not None and not self.lost:
+            if self._close_reason is None:
+                self._close_reason = ConnectionClosedError("connection closed by client")
+            self.transport.loseConnection()
+
+    # ------------------------------------------------------------------ inbound
+    def dataReceived(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or self._close_reason is not None or getattr(
+            transport, "disconnecting", False
+        ):
+            return
+        try:
+            events = self.parser.feed(data)
+        except ProtocolError as e:
+            events = getattr(e, "events", [])
+            self._dispatch(events)
+            log.warn("Protocol error from server: {error}", error=str(e))
+            self.abort(e)
+            return
+        self._dispatch(events)
+
+    def _dispatch(self, events: list[Any]) -> None:
+        handler = self.handler
+        msg_received = handler.msg_received
+        for ev in events:
+            if self._close_reason is not None:
+                return
+            if type(ev) is Msg:
+                msg_received(ev)
+            elif type(ev) is Ping:
+                self.write(PONG)
+            elif type(ev) is Pong:
+                self._on_pong()
+            elif type(ev) is Info:
+                self._on_info(ev.options)
+            elif type(ev) is Err:
+                self._on_err(ev.message)
+            elif type(ev) is Ok:
+                pass
+
+    def _on_info(self, info: dict[str, Any]) -> None:
+        first = not self.info
+        self.info = info
+        mp = info.get("max_payload")
+        if isinstance(mp, int):
+            self.parser.max_payload = min(mp + _INBOUND_PAYLOAD_SLACK, HARD_MAX_PAYLOAD)
+        if first:
+            try:
+                options = self.handler.connect_options(info)
+            except NatsError as e:
+                self.abort(e)
+                return
+            self._write_now(encode_connect(options) + PING)
+            return
+        if self.ready:
+            self.handler.info_received(info)
+
+    def _on_pong(self) -> None:
+        if not self.ready:
+            if not self.info:
+                self.abort(ProtocolError("PONG before INFO"))
+                return
+            self.ready = True
+            self.pings_out = 0
+            self._schedule_ping()
+            self.handshake.callback(self)
+            return
+        self.pings_out = 0
+        if self._pongs:
+            d = self._pongs.popleft()
+            if d is not None and not d.called:
+                self.handler.schedule(d.callback, None)
+
+    def _on_err(self, message: str) -> None:
+        error, survives = classify_error(message)
+        if not self.ready:
+            # Any -ERR during the handshake ends this attempt.
+            if not isinstance(error, AuthorizationError):
+                error = _as_connect_error(error)
+            self.abort(error)
+            return
+        if survives:
+            self.handler.server_error(error)
+            return
+        if message.lower().startswith("stale connection"):
+            self.abort(StaleConnectionError(f"server: {message}"))
+        else:
+            self.abort(error)
+
+    # ------------------------------------------------------------------ pings
+    def _schedule_ping(self) -> None:
+        if self.ping_interval > 0 and not self.lost:
+            self._ping_call = self.clock.callLater(self.ping_interval, self._ping_tick)
+
+    def _ping_tick(self) -> None:
+        self._ping_call = None
+        self.pings_out += 1
+        if self.pings_out > self.max_pings_out:
+            log.info("No PONG for {n} PINGs: stale connection", n=self.max_pings_out)
+            self.abort(StaleConnectionError(f"{self.max_pings_out} PINGs without a PONG"))
+            return
+        self._pongs.append(None)
+        self.write(PING)
+        self.flush_now()
+        self._schedule_ping()
+
+    def ping(self) -> Deferred[None]:
+        """Send a PING; the Deferred fires (in a later turn) on its PONG."""
+        d: Deferred[None] = Deferred()
+        self._pongs.append(d)
+        self.write(PING)
+        return d
+
+    # ------------------------------------------------------------------ outbound
+    def _write_now(self, data: bytes) -> None:
+        if self.transport is not None and not self.lost:
+            self.transport.write(data)
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data``; it goes out, with everything else queued, at the turn's end."""
+        self._out.append(data)
+        self.out_bytes += len(data)
+        if self._flush_call is None and not self._producer_paused:
+            self._flush_call = self.clock.callLater(0, self._flush_turn)
+
+    def write_many(self, frames: list[bytes], nbytes: int) -> None:
+        """Queue several frames at once."""
+        self._out.extend(frames)
+        self.out_bytes += nbytes
+        if self._flush_call is None and not self._producer_paused:
+            self._flush_call = self.clock.callLater(0, self._flush_turn)
+
+    def _flush_turn(self) -> None:
+        self._flush_call = None
+        self.flush_now()
+
+    def flush_now(self) -> None:
+        """Hand everything queued to the transport now (unless it asked us to pause)."""
+        if self._producer_paused or not self._out or self.lost or self.transport is None:
+            return
+        out = self._out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        self._out = []
+        self.out_bytes = 0
+        self.transport.write(data)
+        self.handler.outbound_drained()
+
+    # IPushProducer: the transport's send buffer is full / has room again.
+    def pauseProducing(self) -> None:
+        self._producer_paused = True
+
+    def resumeProducing(self) -> None:
+        self._producer_paused = False
+        if self._out and self._flush_call is None:
+            self._flush_call = self.clock.callLater(0, self._flush_turn)
+
+    def stopProducing(self) -> None:
+        self._producer_paused = True
+
+    @property
+    def write_paused(self) -> bool:
+        """True while the transport's send buffer is full."""
+        return self._producer_paused
+
+    # Inbound back-pressure.
+    def pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.lost:
+            self._reading_paused = True
+            self.transport.pauseProducing()  # type: ignore[attr-defined]
+
+    def resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.lost:
+            self._reading_paused = False
+            self.transport.resumeProducing()  # type: ignore[attr-defined]
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._reading_paused
+
+
+def _as_connect_error(error: ServerError) -> ConnectError:
+    err = ConnectError(f"server refused the connection: {error.server_message}")
+    err.__cause__ = error
+    return err

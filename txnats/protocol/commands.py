@@ -1,0 +1,139 @@
+"""Pure encoders for client -> server commands, and subject validation.
+
+Every encoder validates what it is given and raises before returning anything, so an
+invalid subject, queue or header never produces a byte on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from txnats.errors import BadSubjectError
+from txnats.protocol.headers import HeaderInput, encode_headers
+
+__all__ = [
+    "PING",
+    "PONG",
+    "encode_connect",
+    "encode_hpub",
+    "encode_pub",
+    "encode_sub",
+    "encode_unsub",
+    "publish_subject",
+    "queue_name",
+    "reply_subject",
+    "subscribe_subject",
+]
+
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+
+# Characters that would split or end a control line (the server splits on space and tab;
+# our own parser on every ASCII whitespace), plus NUL.
+_BAD = re.compile(r"[ \t\r\n\x0b\x0c\x00]")
+_CACHE_MAX = 4096
+_pub_cache: dict[str, bytes] = {}
+_sub_cache: dict[str, bytes] = {}
+
+
+def _check(kind: str, subject: object, wildcards: bool) -> bytes:
+    if not isinstance(subject, str):
+        raise BadSubjectError(f"{kind} must be a str, not {type(subject).__name__}")
+    if not subject:
+        raise BadSubjectError(f"{kind} must not be empty")
+    if _BAD.search(subject):
+        raise BadSubjectError(f"{kind} {subject!r} contains whitespace, CR, LF or NUL")
+    tokens = subject.split(".")
+    last = len(tokens) - 1
+    for i, tok in enumerate(tokens):
+        if not tok:
+            raise BadSubjectError(f"{kind} {subject!r} has an empty token")
+        if tok == "*" or tok == ">":
+            if not wildcards:
+                raise BadSubjectError(f"{kind} {subject!r} must not contain wildcards")
+            if tok == ">" and i != last:
+                raise BadSubjectError(f"{kind} {subject!r}: '>' must be the last token")
+    return subject.encode("utf-8", "surrogateescape")
+
+
+def publish_subject(subject: str) -> bytes:
+    """Validate a subject to publish to (no wildcards) and return its wire bytes."""
+    b = _pub_cache.get(subject)
+    if b is None:
+        b = _check("subject", subject, False)
+        if len(_pub_cache) >= _CACHE_MAX:
+            _pub_cache.clear()
+        _pub_cache[subject] = b
+    return b
+
+
+def reply_subject(subject: str) -> bytes:
+    """Validate a reply subject (no wildcards) and return its wire bytes."""
+    return publish_subject(subject)
+
+
+def subscribe_subject(subject: str) -> bytes:
+    """Validate a subscription subject (``*`` and a final ``>`` allowed)."""
+    b = _sub_cache.get(subject)
+    if b is None:
+        b = _check("subject", subject, True)
+        if len(_sub_cache) >= _CACHE_MAX:
+            _sub_cache.clear()
+        _sub_cache[subject] = b
+    return b
+
+
+def queue_name(queue: str) -> bytes:
+    """Validate a queue group name and return its wire bytes."""
+    if not isinstance(queue, str):
+        raise BadSubjectError(f"queue group must be a str, not {type(queue).__name__}")
+    if not queue:
+        raise BadSubjectError("queue group must not be empty")
+    if _BAD.search(queue):
+        raise BadSubjectError(f"queue group {queue!r} contains whitespace, CR, LF or NUL")
+    return queue.encode("utf-8", "surrogateescape")
+
+
+def encode_connect(options: Mapping[str, Any]) -> bytes:
+    """``CONNECT {json}``; options are sent as given (the caller builds them)."""
+    return b"CONNECT " + json.dumps(dict(options), separators=(",", ":")).encode() + b"\r\n"
+
+
+def encode_pub(subject: str, payload: bytes = b"", reply: str | None = None) -> bytes:
+    """``PUB <subject> [reply] <size>\\r\\n<payload>\\r\\n``."""
+    subj = publish_subject(subject)
+    if reply is None:
+        return b"PUB %s %d\r\n%s\r\n" % (subj, len(payload), payload)
+    return b"PUB %s %s %d\r\n%s\r\n" % (subj, reply_subject(reply), len(payload), payload)
+
+
+def encode_hpub(
+    subject: str, payload: bytes, headers: HeaderInput | bytes, reply: str | None = None
+) -> bytes:
+    """``HPUB <subject> [reply] <hdr size> <total size>\\r\\n<headers><payload>\\r\\n``.
+
+    ``headers`` may be an already encoded header block (bytes).
+    """
+    subj = publish_subject(subject)
+    rep = b"" if reply is None else reply_subject(reply) + b" "
+    hdr = headers if isinstance(headers, bytes) else encode_headers(headers)
+    hl = len(hdr)
+    return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, hl + len(payload), hdr, payload)
+
+
+def encode_sub(subject: str, sid: int, queue: str | None = None) -> bytes:
+    """``SUB <subject> [queue] <sid>``."""
+    subj = subscribe_subject(subject)
+    if queue is None:
+        return b"SUB %s %d\r\n" % (subj, sid)
+    return b"SUB %s %s %d\r\n" % (subj, queue_name(queue), sid)
+
+
+def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
+    """``UNSUB <sid> [max_msgs]``."""
+    if max_msgs is None:
+        return b"UNSUB %d\r\n" % sid
+    return b"UNSUB %d %d\r\n" % (sid, max_msgs)

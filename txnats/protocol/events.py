@@ -1,0 +1,101 @@
+"""Events the parser produces, and the message type users receive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from txnats.errors import NoReplySubjectError
+from txnats.protocol.headers import HeaderInput, Headers
+
+__all__ = ["PING", "PONG", "OK", "Err", "Event", "Info", "Msg", "Ok", "Ping", "Pong"]
+
+
+class _Publisher(Protocol):
+    def publish(
+        self,
+        subject: str,
+        data: bytes = b"",
+        reply: str | None = None,
+        headers: HeaderInput | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    """``INFO {json}``: the server's description of itself (already type-checked)."""
+
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Err:
+    """``-ERR <message>``, with surrounding quotes removed."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """``PING``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    """``PONG``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ok:
+    """``+OK`` (only sent to verbose clients)."""
+
+
+PING = Ping()
+PONG = Pong()
+OK = Ok()
+
+
+class Msg:
+    """A message delivered by the server (``MSG`` / ``HMSG``).
+
+    ``data`` is the payload, ``headers`` a :class:`Headers` or ``None``, ``reply`` the
+    reply subject or ``None``, ``sid`` the id of the subscription it arrived on.
+    """
+
+    __slots__ = ("_client", "data", "headers", "reply", "sid", "subject")
+
+    def __init__(
+        self,
+        subject: str,
+        reply: str | None,
+        data: bytes,
+        headers: Headers | None,
+        sid: int,
+    ) -> None:
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self.headers = headers
+        self.sid = sid
+        self._client: _Publisher | None = None
+
+    def respond(self, data: bytes = b"", headers: HeaderInput | None = None) -> None:
+        """Publish ``data`` to this message's reply subject.
+
+        Raises :class:`~txnats.errors.NoReplySubjectError` when there is none.
+        """
+        if not self.reply:
+            raise NoReplySubjectError(f"message on {self.subject!r} has no reply subject")
+        if self._client is None:
+            raise NoReplySubjectError("message is not bound to a client")
+        self._client.publish(self.reply, data, headers=headers)
+
+    def __repr__(self) -> str:
+        data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."
+        return (
+            f"<Msg subject={self.subject!r} reply={self.reply!r} sid={self.sid} "
+            f"data={data!r} headers={self.headers!r}>"
+        )
+
+
+Event = Info | Msg | Err | Ping | Pong | Ok

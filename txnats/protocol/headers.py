@@ -1,0 +1,232 @@
+"""Message headers (ADR-4): multi-valued, case-preserving, order-keeping.
+
+The wire form is a header block::
+
+    NATS/1.0[ <status>[ <description>]]\\r\\n
+    Name: value\\r\\n
+    ...
+    \\r\\n
+
+:class:`Headers` behaves as a mapping from a name to its *first* value, with
+:meth:`Headers.get_all`, :meth:`Headers.add` and :meth:`Headers.multi_items` for the rest.
+Lookups are case-sensitive, as in nats.go and the ADR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Union
+
+from txnats.errors import BadHeaderError, ProtocolError
+
+__all__ = ["HeaderInput", "Headers", "encode_headers", "parse_headers"]
+
+HEADER_LINE = b"NATS/1.0"
+_HEADER_LINE_STR = "NATS/1.0"
+
+#: What ``publish(headers=...)`` accepts: a :class:`Headers`, or a mapping whose values
+#: are a string or a sequence of strings (one header line per value).
+HeaderInput = Union["Headers", Mapping[str, Union[str, Sequence[str]]]]
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise BadHeaderError(f"header name must be a non-empty str, not {name!r}")
+    for ch in name:
+        o = ord(ch)
+        if o < 33 or o > 126 or ch == ":":
+            raise BadHeaderError(
+                f"header name {name!r} may only hold printable ASCII other than ':'"
+            )
+
+
+def _check_value(name: str, value: str) -> None:
+    if not isinstance(value, str):
+        raise BadHeaderError(f"value of header {name!r} must be a str, not {type(value).__name__}")
+    if "\r" in value or "\n" in value:
+        raise BadHeaderError(f"value of header {name!r} contains CR or LF")
+
+
+class Headers(MutableMapping[str, str]):
+    """An ordered multi-map of header names to values, plus an optional status line.
+
+    ``headers["Name"]`` is the first value; assigning replaces every value of that name;
+    ``del`` removes them all. ``status`` and ``description`` hold the inline status of
+    the header line (``NATS/1.0 503``), which servers use for no-responders, heartbeats
+    and JetStream pull results.
+    """
+
+    __slots__ = ("_items", "description", "status")
+
+    def __init__(
+        self,
+        items: Mapping[str, str | Sequence[str]] | Iterable[tuple[str, str]] | None = None,
+        *,
+        status: int | None = None,
+        description: str | None = None,
+    ) -> None:
+        self._items: list[tuple[str, str]] = []
+        self.status = status
+        self.description = description
+        if items is None:
+            return
+        if isinstance(items, Headers):
+            self._items = list(items._items)
+            if status is None:
+                self.status = items.status
+                self.description = items.description
+            return
+        if isinstance(items, Mapping):
+            for name, value in items.items():
+                if isinstance(value, str):
+                    self.add(name, value)
+                else:
+                    for v in value:
+                        self.add(name, v)
+        else:
+            for name, value in items:
+                self.add(name, value)
+
+    # Mapping protocol -------------------------------------------------------------
+    def __getitem__(self, name: str) -> str:
+        for k, v in self._items:
+            if k == name:
+                return v
+        raise KeyError(name)
+
+    def __setitem__(self, name: str, value: str) -> None:
+        _check_name(name)
+        _check_value(name, value)
+        items = self._items
+        for i, (k, _) in enumerate(items):
+            if k == name:
+                items[i] = (name, value)
+                self._items = [it for j, it in enumerate(items) if j <= i or it[0] != name]
+                return
+        items.append((name, value))
+
+    def __delitem__(self, name: str) -> None:
+        before = len(self._items)
+        self._items = [it for it in self._items if it[0] != name]
+        if len(self._items) == before:
+            raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        seen: set[str] = set()
+        for k, _ in self._items:
+            if k not in seen:
+                seen.add(k)
+                yield k
+
+    def __len__(self) -> int:
+        return len({k for k, _ in self._items})
+
+    def __contains__(self, name: object) -> bool:
+        return any(k == name for k, _ in self._items)
+
+    # Multi-value -------------------------------------------------------------------
+    def add(self, name: str, value: str) -> None:
+        """Append one more value for ``name``, keeping existing ones."""
+        _check_name(name)
+        _check_value(name, value)
+        self._items.append((name, value))
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value of ``name`` in the order received (empty list if absent)."""
+        return [v for k, v in self._items if k == name]
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        """Every ``(name, value)`` pair in order, repeated names included."""
+        return list(self._items)
+
+    def copy(self) -> Headers:
+        return Headers(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return (
+                self._items == other._items
+                and self.status == other.status
+                and self.description == other.description
+            )
+        if isinstance(other, Mapping):
+            return self.status is None and self == Headers(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        status = "" if self.status is None else f", status={self.status}"
+        return f"Headers({self._items!r}{status})"
+
+
+def encode_headers(headers: HeaderInput) -> bytes:
+    """Encode a header block, validating every name and value.
+
+    Raises :class:`~txnats.errors.BadHeaderError` for a name or value that cannot be
+    carried; nothing is returned in that case.
+    """
+    if isinstance(headers, Headers):
+        pairs: Iterable[tuple[str, str]] = headers._items
+        first = _HEADER_LINE_STR
+        if headers.status is not None:
+            first = f"{first} {int(headers.status):03d}"
+            if headers.description:
+                _check_value("description", headers.description)
+                first = f"{first} {headers.description}"
+    else:
+        first = _HEADER_LINE_STR
+        flat: list[tuple[str, str]] = []
+        for name, value in headers.items():
+            _check_name(name)
+            if isinstance(value, str):
+                _check_value(name, value)
+                flat.append((name, value))
+            else:
+                for v in value:
+                    _check_value(name, v)
+                    flat.append((name, v))
+        pairs = flat
+    parts = [first]
+    for name, value in pairs:
+        parts.append(f"{name}: {value}")
+    parts.append("\r\n")
+    return "\r\n".join(parts).encode("utf-8")
+
+
+def parse_headers(block: bytes) -> Headers:
+    """Parse a header block received in ``HMSG``; raise ``ProtocolError`` if malformed."""
+    if not block.startswith(HEADER_LINE) or not block.endswith(b"\r\n\r\n"):
+        raise ProtocolError("malformed header block: bad version line or terminator")
+    try:
+        text = block[:-4].decode("utf-8")
+    except UnicodeDecodeError:
+        text = block[:-4].decode("utf-8", "surrogateescape")
+    lines = text.split("\r\n")
+    first = lines[0]
+    h = Headers()
+    rest = first[len(_HEADER_LINE_STR):]
+    if rest:
+        if rest[0] not in " \t":
+            raise ProtocolError(f"malformed header version line {first!r}")
+        rest = rest.strip()
+        if rest:
+            code, _, desc = rest.partition(" ")
+            if len(code) != 3 or not code.isdigit() or not code.isascii():
+                raise ProtocolError(f"malformed status in header line {first!r}")
+            h.status = int(code)
+            desc = desc.strip()
+            h.description = desc or None
+    items = h._items
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name:
+            raise ProtocolError(f"malformed header line {line!r}")
+        if "\r" in line or "\n" in line:
+            raise ProtocolError("bare CR or LF in header block")
+        for ch in name:
+            o = ord(ch)
+            if o < 33 or o > 126:
+                raise ProtocolError(f"malformed header name {name!r}")
+        items.append((name, value.strip(" \t")))
+    return h

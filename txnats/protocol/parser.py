@@ -1,0 +1,263 @@
+"""Incremental, sans-IO parser for server -> client frames.
+
+``Parser.feed(data)`` takes bytes as they arrive and returns the complete events they
+finish. Control lines are found by searching for CRLF from where the previous search
+stopped, so a frame split over many reads is scanned once (O(bytes)); payloads are read
+by their announced length, never by searching. Both control lines and payloads are
+bounded, and an announced size is checked before anything waits for it.
+
+The only exception that leaves :meth:`Parser.feed` is :class:`ProtocolError`; it
+carries the events completed before the fault in ``events``. After an error the
+parser refuses further input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from txnats.errors import ProtocolError
+from txnats.protocol.events import OK, PING, PONG, Err, Event, Info, Msg
+from txnats.protocol.headers import parse_headers
+
+__all__ = ["DEFAULT_MAX_CONTROL_LINE", "HARD_MAX_PAYLOAD", "Parser", "validate_info"]
+
+#: Longest control line accepted. INFO from a large cluster exceeds 4 KiB easily.
+DEFAULT_MAX_CONTROL_LINE = 64 * 1024
+#: Largest payload ever accepted, whatever the server announces (nats-server's own cap).
+HARD_MAX_PAYLOAD = 64 * 1024 * 1024
+_MAX_DIGITS = 10
+
+# (field, accepted types) for the INFO fields the client reads.
+_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "server_id": (str,),
+    "server_name": (str,),
+    "version": (str,),
+    "go": (str,),
+    "host": (str,),
+    "port": (int,),
+    "max_payload": (int,),
+    "proto": (int,),
+    "client_id": (int,),
+    "client_ip": (str,),
+    "headers": (bool,),
+    "auth_required": (bool,),
+    "tls_required": (bool,),
+    "tls_verify": (bool,),
+    "tls_available": (bool,),
+    "jetstream": (bool,),
+    "ldm": (bool,),
+    "nonce": (str,),
+    "cluster": (str,),
+    "domain": (str,),
+    "connect_urls": (list,),
+    "ws_connect_urls": (list,),
+}
+
+
+def validate_info(options: object) -> dict[str, Any]:
+    """Check the INFO fields the client relies on; raise ``ProtocolError`` if wrong."""
+    if not isinstance(options, dict):
+        raise ProtocolError("INFO payload is not a JSON object")
+    for key, types in _INFO_TYPES.items():
+        if key in options:
+            value = options[key]
+            # bool is an int subclass: keep numeric fields strictly numeric.
+            if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+                raise ProtocolError(f"INFO field {key!r} has the wrong type")
+    mp = options.get("max_payload")
+    if mp is not None and mp <= 0:
+        raise ProtocolError("INFO max_payload must be positive")
+    for key in ("connect_urls", "ws_connect_urls"):
+        urls = options.get(key)
+        if urls is not None and not all(isinstance(u, str) for u in urls):
+            raise ProtocolError(f"INFO {key} must be a list of strings")
+    return options
+
+
+def _size(raw: bytes) -> int:
+    if not raw.isdigit() or len(raw) > _MAX_DIGITS:
+        raise ProtocolError(f"invalid size {raw[:20]!r}")
+    return int(raw)
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
+class Parser:
+    """Turn server bytes into events. One parser per connection."""
+
+    __slots__ = ("_buf", "_failed", "_pending", "_scan", "max_control_line", "max_payload")
+
+    def __init__(
+        self,
+        max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
+        max_payload: int = HARD_MAX_PAYLOAD,
+    ) -> None:
+        self.max_control_line = max_control_line
+        #: Largest ``#total bytes`` accepted in MSG/HMSG; never above HARD_MAX_PAYLOAD.
+        self.max_payload = min(max_payload, HARD_MAX_PAYLOAD)
+        self._buf: bytes | bytearray = b""
+        self._scan = 0
+        # (subject, sid, reply, header length or -1, total length) awaiting its payload.
+        self._pending: tuple[str, int, str | None, int, int] | None = None
+        self._failed = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Event]:
+        """Consume ``data``; return the events it completes, in order."""
+        if self._failed:
+            raise ProtocolError("parser already failed")
+        if self._buf:
+            buf = self._buf
+            if isinstance(buf, bytearray):
+                buf += data
+            else:
+                buf = bytearray(buf)
+                buf += data
+        else:
+            buf = data
+        events: list[Event] = []
+        try:
+            pos = self._parse(buf, events)
+        except ProtocolError as e:
+            self._failed = True
+            self._buf = b""
+            self._pending = None
+            e.events = events  # type: ignore[attr-defined]
+            raise
+        except Exception as e:  # pragma: no cover - defensive: only ProtocolError leaves
+            self._failed = True
+            self._buf = b""
+            err = ProtocolError(f"parser fault: {e!r}")
+            err.events = events  # type: ignore[attr-defined]
+            raise err from e
+        if pos >= len(buf):
+            self._buf = b""
+            self._scan = 0
+        elif isinstance(buf, bytearray):
+            del buf[:pos]
+            self._buf = buf
+            self._scan -= pos
+        else:
+            self._buf = bytearray(buf[pos:])
+            self._scan -= pos
+        return events
+
+    def _parse(self, buf: bytes | bytearray, events: list[Event]) -> int:
+        pos = 0
+        scan = max(self._scan, 0)
+        n = len(buf)
+        append = events.append
+        max_line = self.max_control_line
+        while True:
+            pending = self._pending
+            if pending is not None:
+                subject, sid, reply, hlen, total = pending
+                end = pos + total
+                if end + 2 > n:
+                    break
+                if buf[end : end + 2] != b"\r\n":
+                    raise ProtocolError("payload not followed by CRLF")
+                if hlen < 0:
+                    append(Msg(subject, reply, bytes(buf[pos:end]), None, sid))
+                else:
+                    hdr = parse_headers(bytes(buf[pos : pos + hlen]))
+                    append(Msg(subject, reply, bytes(buf[pos + hlen : end]), hdr, sid))
+                pos = end + 2
+                scan = pos
+                self._pending = None
+                continue
+            i = buf.find(b"\r\n", scan)
+            if i < 0:
+                if n - pos > max_line:
+                    raise ProtocolError("control line exceeds the maximum length")
+                # Resume next time just before the end (a CR may be the last byte).
+                scan = max(pos, n - 1)
+                break
+            if i - pos > max_line:
+                raise ProtocolError("control line exceeds the maximum length")
+            line = bytes(buf[pos:i])
+            pos = i + 2
+            scan = pos
+            if b"\n" in line or b"\r" in line:
+                raise ProtocolError("bare CR or LF in control line")
+            if line[:4] == b"MSG ":
+                self._msg_line(line.split(), False)
+                continue
+            args = line.split()
+            if not args:
+                raise ProtocolError("empty control line")
+            op = args[0].upper()
+            if op == b"MSG":
+                self._msg_line(args, False)
+            elif op == b"HMSG":
+                self._msg_line(args, True)
+            elif op == b"PING":
+                if len(args) != 1:
+                    raise ProtocolError("PING takes no arguments")
+                append(PING)
+            elif op == b"PONG":
+                if len(args) != 1:
+                    raise ProtocolError("PONG takes no arguments")
+                append(PONG)
+            elif op == b"+OK":
+                if len(args) != 1:
+                    raise ProtocolError("+OK takes no arguments")
+                append(OK)
+            elif op == b"-ERR":
+                text = line.split(None, 1)[1].strip() if len(args) > 1 else b""
+                if len(text) >= 2 and text[:1] == b"'" and text[-1:] == b"'":
+                    text = text[1:-1]
+                append(Err(_text(text)))
+            elif op == b"INFO":
+                if len(args) < 2:
+                    raise ProtocolError("INFO without a payload")
+                try:
+                    options = json.loads(line.split(None, 1)[1])
+                except (ValueError, RecursionError) as e:
+                    raise ProtocolError(f"INFO is not valid JSON: {e}") from None
+                append(Info(validate_info(options)))
+            else:
+                raise ProtocolError(f"unknown protocol operation {args[0][:16]!r}")
+        self._scan = scan
+        return pos
+
+    def _msg_line(self, args: list[bytes], has_headers: bool) -> None:
+        n = len(args)
+        if has_headers:
+            if n == 5:
+                reply = None
+            elif n == 6:
+                reply = _text(args[3])
+            else:
+                raise ProtocolError(f"HMSG takes 4 or 5 arguments, got {n - 1}")
+            hlen = _size(args[-2])
+            total = _size(args[-1])
+            if hlen > total:
+                raise ProtocolError("HMSG header size exceeds total size")
+            if hlen < 12:  # b"NATS/1.0\r\n\r\n"
+                raise ProtocolError("HMSG header block too short")
+        else:
+            if n == 4:
+                reply = None
+            elif n == 5:
+                reply = _text(args[3])
+            else:
+                raise ProtocolError(f"MSG takes 3 or 4 arguments, got {n - 1}")
+            hlen = -1
+            total = _size(args[-1])
+        if total > self.max_payload:
+            raise ProtocolError(f"message of {total} bytes exceeds the limit {self.max_payload}")
+        sid_raw = args[2]
+        if not sid_raw.isdigit() or len(sid_raw) > 20:
+            raise ProtocolError(f"invalid sid {sid_raw[:20]!r}")
+        self._pending = (_text(args[1]), int(sid_raw), reply, hlen, total)

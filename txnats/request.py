@@ -1,0 +1,138 @@
+"""The request multiplexer: one wildcard inbox subscription for every request.
+
+Each request gets a token; its reply subject is ``<prefix>.<token>`` under one
+subscription to ``<prefix>.*``. A response fires the token's Deferred; a ``503`` status
+(no responders) fails it at once; a timeout or a cancel removes the token, and a late
+response is dropped quietly. If the inbox subscription has to drop a response (its
+pending limits), the request it belonged to fails at once with ``SlowConsumerError``
+instead of waiting for its timeout.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall
+from twisted.python.failure import Failure
+
+from txnats.errors import (
+    ConnectionClosedError,
+    NoRespondersError,
+    SlowConsumerError,
+    TimeoutError,
+)
+from txnats.protocol.events import Msg
+
+if TYPE_CHECKING:
+    from txnats.client import Client
+    from txnats.subscription import Subscription
+
+__all__ = ["RequestMux"]
+
+#: Pending limits of the shared inbox subscription: large, since every request's
+#: response passes through it.
+MUX_PENDING_MSGS = 1 << 20
+MUX_PENDING_BYTES = 1 << 30
+
+
+def is_no_responders(msg: Msg) -> bool:
+    """True for the server's 503 status message (no subscriber for a request)."""
+    h = msg.headers
+    return h is not None and h.status == 503 and not msg.data
+
+
+class _Pending:
+    __slots__ = ("deferred", "subject", "timer")
+
+    def __init__(self, deferred: Deferred[Msg], subject: str, timer: IDelayedCall | None):
+        self.deferred = deferred
+        self.subject = subject
+        self.timer = timer
+
+
+class RequestMux:
+    """Owned by a client; created on its first request."""
+
+    def __init__(self, client: Client, prefix: str) -> None:
+        self._client = client
+        #: Reply subjects are ``prefix + token``; ``prefix`` ends with a dot.
+        self.prefix = prefix
+        self._plen = len(prefix)
+        self._pending: dict[str, _Pending] = {}
+        self._next = 0
+        self.subscription: Subscription = client.subscribe(
+            prefix + "*",
+            self._on_response,
+            pending_msgs_limit=MUX_PENDING_MSGS,
+            pending_bytes_limit=MUX_PENDING_BYTES,
+        )
+        self.subscription._on_drop = self._on_drop
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def new_reply(self, subject: str, timeout: float | None) -> tuple[str, Deferred[Msg]]:
+        """Register a request; return its reply subject and its Deferred."""
+        self._next += 1
+        token = "%x" % self._next
+        d: Deferred[Msg] = Deferred(lambda _: self._cancel(token))
+        timer = None
+        if timeout is not None:
+            timer = self._client._clock.callLater(timeout, self._expire, token, timeout)
+        self._pending[token] = _Pending(d, subject, timer)
+        return self.prefix + token, d
+
+    def _pop(self, token: str) -> _Pending | None:
+        p = self._pending.pop(token, None)
+        if p is not None and p.timer is not None and p.timer.active():
+            p.timer.cancel()
+        return p
+
+    def forget(self, reply: str) -> None:
+        """Drop a registration whose request could not be published."""
+        self._pop(reply[self._plen :])
+
+    def _cancel(self, token: str) -> None:
+        self._pop(token)
+
+    def _expire(self, token: str, timeout: float) -> None:
+        p = self._pending.pop(token, None)
+        if p is not None:
+            p.deferred.errback(
+                Failure(TimeoutError(f"no response on {p.subject!r} within {timeout}s"))
+            )
+
+    def _on_response(self, msg: Msg) -> None:
+        p = self._pop(msg.subject[self._plen :])
+        if p is None:
+            return  # late or unknown: the request already ended
+        if is_no_responders(msg):
+            p.deferred.errback(Failure(NoRespondersError(f"no responders on {p.subject!r}")))
+        else:
+            p.deferred.callback(msg)
+
+    def _on_drop(self, msg: Msg) -> None:
+        p = self._pop(msg.subject[self._plen :])
+        if p is not None:
+            self._client.schedule(
+                p.deferred.errback,
+                Failure(SlowConsumerError(
+                    f"response to request on {p.subject!r} dropped: inbox pending limits reached"
+                )),
+            )
+
+    def fail_all(self, reason: str) -> None:
+        """Fail every pending request (the client is closing)."""
+        pending = list(self._pending)
+        for token in pending:
+            p = self._pop(token)
+            if p is not None:
+                p.deferred.errback(Failure(ConnectionClosedError(reason)))
+
+    def fail_subject(self, subject: str, error: Exception) -> None:
+        """Fail the pending requests published to ``subject`` (publish was refused)."""
+        for token, p in list(self._pending.items()):
+            if p.subject == subject:
+                self._pop(token)
+                self._client.schedule(p.deferred.errback, Failure(error))

@@ -1,0 +1,154 @@
+"""Server addresses: parsing ``nats://`` URLs and endpoint strings, redacting secrets."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from twisted.internet.endpoints import HostnameEndpoint, clientFromString
+from twisted.internet.interfaces import IReactorCore, IStreamClientEndpoint
+
+from txnats.errors import ConnectError
+
+__all__ = ["DEFAULT_PORT", "Server", "ServerPool", "parse_servers"]
+
+DEFAULT_PORT = 4222
+_SCHEMES = {"nats", "tls", "ws", "wss"}
+
+
+@dataclass(eq=False)
+class Server:
+    """One server of the pool. ``repr`` and :attr:`redacted` never show credentials."""
+
+    scheme: str
+    host: str
+    port: int
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    endpoint_description: str | None = None
+    discovered: bool = False
+    #: Bookkeeping for the reconnect loop.
+    attempts: int = 0
+    last_attempt: float | None = None
+    last_auth_error: str | None = field(default=None, repr=False)
+
+    @property
+    def redacted(self) -> str:
+        """The URL with any password or token replaced by ``***``."""
+        if self.endpoint_description is not None:
+            return self.endpoint_description
+        auth = ""
+        if self.user is not None and self.password is not None:
+            auth = f"{self.user}:***@"
+        elif self.token is not None or self.user is not None:
+            auth = "***@"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{auth}{host}:{self.port}"
+
+    @property
+    def hostport(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def endpoint(self, reactor: IReactorCore, timeout: float) -> IStreamClientEndpoint:
+        """A client endpoint reaching this server."""
+        if self.endpoint_description is not None:
+            ep: IStreamClientEndpoint = clientFromString(reactor, self.endpoint_description)
+            return ep
+        return HostnameEndpoint(reactor, self.host.encode("idna"), self.port, timeout=timeout)
+
+    def __str__(self) -> str:
+        return self.redacted
+
+
+def parse_server(text: str, *, discovered: bool = False) -> Server:
+    """Parse one ``nats://[user[:pass]@]host[:port]`` URL, ``host:port`` or endpoint string.
+
+    Strings that start with a Twisted endpoint type (``tcp:``, ``unix:``, ``ssl:``...) and
+    are not URLs are taken as client endpoint descriptions.
+    """
+    text = text.strip()
+    if not text:
+        raise ConnectError("empty server address")
+    if "://" not in text:
+        head = text.split(":", 1)[0]
+        if ":" in text and head.isalpha() and head not in ("localhost",) and "=" in text:
+            return Server("nats", "", 0, endpoint_description=text, discovered=discovered)
+        text = "nats://" + text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as e:
+        raise ConnectError(f"invalid server URL: {e}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES:
+        raise ConnectError(f"unsupported scheme {scheme!r} in server URL")
+    host = parts.hostname
+    if not host:
+        raise ConnectError("server URL has no host")
+    if port is None:
+        port = {"ws": 80, "wss": 443}.get(scheme, DEFAULT_PORT)
+    user = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    token = None
+    if user is not None and password is None:
+        # nats.go and nats-py: a user without a password is a token.
+        token, user = user, None
+    return Server(scheme, host, port, user, password, token, discovered=discovered)
+
+
+def parse_servers(servers: str | Sequence[str]) -> list[Server]:
+    """Parse a list, or a comma-separated string, of server addresses."""
+    if isinstance(servers, str):
+        items: Iterable[str] = [s for s in servers.split(",") if s.strip()]
+    else:
+        items = servers
+    parsed = [parse_server(s) for s in items]
+    if not parsed:
+        raise ConnectError("no servers given")
+    return parsed
+
+
+class ServerPool:
+    """The servers a client may connect to, in the order they will be tried."""
+
+    def __init__(self, servers: list[Server], *, randomize: bool = True,
+                 rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+        self.servers = list(servers)
+        if randomize:
+            self._rng.shuffle(self.servers)
+        self.randomize = randomize
+
+    def __iter__(self) -> Iterable[Server]:  # type: ignore[override]
+        return iter(list(self.servers))
+
+    def __len__(self) -> int:
+        return len(self.servers)
+
+    def next_server(self) -> Server:
+        """Take the head of the pool and move it to the back."""
+        server = self.servers.pop(0)
+        self.servers.append(server)
+        return server
+
+    def add_discovered(self, hostports: Iterable[str], template: Server) -> list[Server]:
+        """Merge ``host:port`` strings from INFO; return the servers that were new."""
+        known = {s.hostport for s in self.servers}
+        new = []
+        for hp in hostports:
+            try:
+                s = parse_server(f"{template.scheme}://{hp}", discovered=True)
+            except ConnectError:
+                continue
+            if s.hostport in known:
+                continue
+            known.add(s.hostport)
+            new.append(s)
+        if self.randomize:
+            self._rng.shuffle(new)
+        self.servers.extend(new)
+        return new

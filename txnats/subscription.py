@@ -1,0 +1,360 @@
+"""Subscriptions as actors: a mailbox, pending limits and delivery in reactor turns.
+
+Messages are put in a subscription's mailbox as they are parsed (no user code runs
+then). When the mailbox goes from empty to non-empty the subscription asks the client
+for a turn; the client runs all ready subscriptions in one ``callLater(0)``. In its turn
+a subscription hands messages to its handler, in order, one at a time (or up to
+``concurrency`` at a time); a handler that returns a Deferred or a coroutine is waited
+for before the next message, so a slow handler slows only its own mailbox.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Union
+
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.interfaces import IDelayedCall
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txnats.errors import (
+    ConnectionClosedError,
+    InvalidArgumentError,
+    NatsError,
+    SlowConsumerError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
+from txnats.protocol.events import Msg
+
+if TYPE_CHECKING:
+    from txnats.client import Client
+
+__all__ = ["Handler", "Subscription"]
+
+log = Logger()
+
+#: What ``subscribe(handler=...)`` accepts: a callable taking a :class:`Msg` that returns
+#: ``None``, a Deferred or a coroutine.
+Handler = Callable[[Msg], Union[None, Deferred[Any], Coroutine[Any, Any, Any], Awaitable[Any]]]
+
+#: Most messages one subscription hands out in one turn before yielding to the reactor.
+_BATCH = 1024
+
+# Subscription states.
+_ACTIVE, _DRAINING, _ENDING, _CLOSED = range(4)
+
+
+class Subscription:
+    """Interest in a subject; see :meth:`txnats.Client.subscribe`."""
+
+    def __init__(
+        self,
+        client: Client,
+        sid: int,
+        subject: str,
+        queue: str | None,
+        handler: Handler | None,
+        *,
+        max_msgs: int | None,
+        pending_msgs_limit: int,
+        pending_bytes_limit: int,
+        concurrency: int = 1,
+        backpressure: bool = False,
+    ) -> None:
+        self._client = client
+        self.sid = sid
+        self.subject = subject
+        self.queue = queue
+        self._handler = handler
+        self.max_msgs = max_msgs
+        self.pending_msgs_limit = pending_msgs_limit
+        self.pending_bytes_limit = pending_bytes_limit
+        self.concurrency = concurrency
+        self.backpressure = backpressure
+        self._mailbox: deque[Msg] = deque()
+        #: Messages and payload bytes waiting in the mailbox.
+        self.pending_msgs = 0
+        self.pending_bytes = 0
+        #: Messages handed to the handler or a reader.
+        self.delivered = 0
+        #: Messages dropped because the pending limits were reached.
+        self.dropped = 0
+        #: Messages the server sent to this subscription (delivered+dropped+pending).
+        self.received = 0
+        self._inflight = 0
+        self._scheduled = False
+        self._running = False
+        self._slow = False
+        self._state = _ACTIVE
+        self._waiters: deque[Deferred[Msg]] = deque()
+        self._ended: list[Deferred[None]] = []
+        self._end_reason: NatsError | None = None
+        # Internal hook (the request multiplexer): called with each dropped message.
+        self._on_drop: Callable[[Msg], None] | None = None
+
+    # ------------------------------------------------------------------ inbound
+    def _enqueue(self, msg: Msg) -> None:
+        """Called while parsing: put ``msg`` in the mailbox (or drop it). No user code."""
+        self.received += 1
+        size = len(msg.data)
+        if (
+            self.pending_msgs >= self.pending_msgs_limit
+            or self.pending_bytes + size > self.pending_bytes_limit
+        ) and not self.backpressure:
+            self.dropped += 1
+            if self._on_drop is not None:
+                self._on_drop(msg)
+            if not self._slow:
+                self._slow = True
+                self._client._report(
+                    SlowConsumerError(
+                        f"slow consumer on {self.subject!r} (sid {self.sid}): pending limits "
+                        f"{self.pending_msgs_limit} msgs / {self.pending_bytes_limit} bytes "
+                        "reached, dropping messages",
+                        sid=self.sid,
+                        subject=self.subject,
+                        dropped=self.dropped,
+                    )
+                )
+            return
+        msg._client = self._client
+        self._mailbox.append(msg)
+        self.pending_msgs += 1
+        self.pending_bytes += size
+        if self.backpressure and (
+            self.pending_msgs >= self.pending_msgs_limit
+            or self.pending_bytes >= self.pending_bytes_limit
+        ):
+            self._client._backpressure(self, True)
+        if not self._scheduled and not self._running:
+            self._scheduled = True
+            self._client.schedule(self._turn)
+
+    def _take(self) -> Msg:
+        msg = self._mailbox.popleft()
+        self.pending_msgs -= 1
+        self.pending_bytes -= len(msg.data)
+        self.delivered += 1
+        if self._slow and self.pending_msgs < self.pending_msgs_limit:
+            self._slow = False
+        if self.backpressure and (
+            self.pending_msgs <= self.pending_msgs_limit // 2
+            and self.pending_bytes <= self.pending_bytes_limit // 2
+        ):
+            self._client._backpressure(self, False)
+        return msg
+
+    def _turn(self) -> None:
+        self._scheduled = False
+        if self._state == _CLOSED:
+            return
+        self._running = True
+        try:
+            mailbox = self._mailbox
+            waiters = self._waiters
+            while mailbox and waiters:
+                w = waiters.popleft()
+                w.callback(self._take())
+            handler = self._handler
+            if handler is not None:
+                n = 0
+                while mailbox and self._inflight < self.concurrency and self._state != _CLOSED:
+                    msg = self._take()
+                    try:
+                        result = handler(msg)
+                    except Exception as e:
+                        self._handler_failed(Failure(e))
+                        continue
+                    if result is not None:
+                        if inspect.iscoroutine(result):
+                            result = Deferred.fromCoroutine(result)
+                        if isinstance(result, Deferred):
+                            self._inflight += 1
+                            result.addBoth(self._handler_done)
+                    n += 1
+                    if n >= _BATCH and mailbox:
+                        self._scheduled = True
+                        self._client.schedule(self._turn)
+                        break
+        finally:
+            self._running = False
+        self._check_end()
+
+    def _handler_done(self, result: object) -> None:
+        self._inflight -= 1
+        if isinstance(result, Failure):
+            self._handler_failed(result)
+        if self._running:
+            return
+        if self._mailbox and not self._scheduled and self._state != _CLOSED:
+            self._scheduled = True
+            self._client.schedule(self._turn)
+        else:
+            self._check_end()
+
+    def _handler_failed(self, failure: Failure) -> None:
+        log.failure(
+            "Handler for {subject!r} (sid {sid}) raised", failure, subject=self.subject,
+            sid=self.sid,
+        )
+        err = failure.value
+        if not isinstance(err, Exception):
+            err = NatsError(str(err))
+        self._client._report(err)
+
+    # ------------------------------------------------------------------ ending
+    def _check_end(self) -> None:
+        """End the subscription once no more input comes and the mailbox is handled."""
+        if (
+            self._state == _ENDING
+            and not self._mailbox
+            and self._inflight == 0
+            and not self._running
+        ):
+            self._finish(SubscriptionClosedError(f"subscription {self.sid} ended"))
+
+    def _input_done(self) -> None:
+        """No more messages will arrive (unsubscribed, drained or max reached)."""
+        if self._state in (_ACTIVE, _DRAINING):
+            self._state = _ENDING
+            self._client._forget(self)
+            self._check_end()
+
+    def _finish(self, reason: NatsError) -> None:
+        if self._state == _CLOSED:
+            return
+        self._state = _CLOSED
+        self._end_reason = reason
+        self._client._forget(self)
+        if self.backpressure:
+            self._client._backpressure(self, False)
+        waiters = list(self._waiters)
+        self._waiters.clear()
+        for w in waiters:
+            w.errback(Failure(reason))
+        ended = self._ended
+        self._ended = []
+        for d in ended:
+            d.callback(None)
+
+    def _close(self, reason: NatsError) -> None:
+        """The client closed: discard what is left (reported) and end now."""
+        if self._state == _CLOSED:
+            return
+        left = len(self._mailbox)
+        if left:
+            log.info(
+                "Subscription {subject!r} (sid {sid}) closed with {n} undelivered messages",
+                subject=self.subject, sid=self.sid, n=left,
+            )
+        self._mailbox.clear()
+        self.pending_msgs = self.pending_bytes = 0
+        self._finish(reason)
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def is_active(self) -> bool:
+        """True until the subscription has ended."""
+        return self._state != _CLOSED
+
+    def unsubscribe(self) -> None:
+        """Stop interest now. Messages already received are still handed out."""
+        if self._state in (_ACTIVE, _DRAINING):
+            self._client._send_unsub(self, None)
+            self._input_done()
+
+    def auto_unsubscribe(self, max_msgs: int) -> None:
+        """Unsubscribe after ``max_msgs`` messages in total (counting those received)."""
+        if self._state != _ACTIVE:
+            raise SubscriptionClosedError(f"subscription {self.sid} is not active")
+        if max_msgs <= 0:
+            raise InvalidArgumentError("max_msgs must be positive")
+        self.max_msgs = max_msgs
+        if self.received >= max_msgs:
+            self.unsubscribe()
+            return
+        self._client._send_unsub(self, max_msgs)
+
+    def drain(self) -> Deferred[None]:
+        """Unsubscribe, and fire once every message the server sent before is handled."""
+        if self._state == _CLOSED:
+            return succeed(None)
+        d = self.when_ended()
+        if self._state == _ACTIVE:
+            self._state = _DRAINING
+            self._client._drain_subscription(self)
+        return d
+
+    def when_ended(self) -> Deferred[None]:
+        """A fresh Deferred that fires when this subscription has ended."""
+        if self._state == _CLOSED:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._ended.append(d)
+        return d
+
+    def next_msg(self, timeout: float | None = 1.0) -> Deferred[Msg]:
+        """The next message from the mailbox (pull style), or ``TimeoutError``.
+
+        Cancelling the Deferred withdraws the request; no message is lost.
+        Only for subscriptions without a handler.
+        """
+        if self._handler is not None:
+            return fail(NatsError("next_msg() is for subscriptions without a handler"))
+        if self._mailbox and not self._waiters:
+            return succeed(self._take())
+        if self._state == _CLOSED or (self._state == _ENDING and not self._mailbox):
+            reason = self._end_reason or SubscriptionClosedError(f"subscription {self.sid} ended")
+            return fail(reason)
+        timer: list[IDelayedCall] = []
+
+        def cancel(d: Deferred[Msg]) -> None:
+            try:
+                self._waiters.remove(d)
+            except ValueError:
+                pass
+            if timer and timer[0].active():
+                timer[0].cancel()
+
+        d: Deferred[Msg] = Deferred(cancel)
+        self._waiters.append(d)
+        if timeout is not None:
+            def expire() -> None:
+                try:
+                    self._waiters.remove(d)
+                except ValueError:
+                    return
+                d.errback(TimeoutError(f"no message on {self.subject!r} within {timeout}s"))
+
+            timer.append(self._client._clock.callLater(timeout, expire))
+
+            def stop_timer(result: object) -> object:
+                if timer[0].active():
+                    timer[0].cancel()
+                return result
+
+            d.addBoth(stop_timer)
+        return d
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    def __anext__(self) -> Deferred[Msg]:
+        if self._mailbox and not self._waiters:
+            return succeed(self._take())
+        d = self.next_msg(None)
+
+        def end(f: Failure) -> Failure:
+            if f.check(SubscriptionClosedError, ConnectionClosedError, CancelledError):
+                raise StopAsyncIteration
+            return f
+
+        return d.addErrback(end)
+
+    def __repr__(self) -> str:
+        q = f" queue={self.queue!r}" if self.queue else ""
+        return f"<Subscription sid={self.sid} subject={self.subject!r}{q}>"
