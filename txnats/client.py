@@ -23,6 +23,8 @@ from twisted.internet.defer import (
     fail,
     succeed,
 )
+from twisted.internet.endpoints import wrapClientTLS
+from twisted.internet.error import ConnectingCancelledError
 from twisted.internet.interfaces import IDelayedCall, IReactorCore, IReactorTime
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
@@ -30,12 +32,14 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnats import __version__
+from txnats.auth import Credentials
 from txnats.connection import NatsProtocol
 from txnats.errors import (
     AuthorizationError,
     ConnectError,
     ConnectionClosedError,
     ConnectionDrainingError,
+    CredentialsError,
     DrainTimeoutError,
     FlushTimeoutError,
     InvalidArgumentError,
@@ -46,6 +50,7 @@ from txnats.errors import (
     OutboundBufferFullError,
     PermissionViolationError,
     ServerError,
+    TLSError,
 )
 from txnats.interfaces import IClient
 from txnats.nuid import next_nuid
@@ -62,6 +67,7 @@ from txnats.protocol.headers import HeaderInput, encode_headers
 from txnats.request import RequestMux, is_no_responders
 from txnats.servers import Server, ServerPool, parse_servers
 from txnats.subscription import Handler, Subscription
+from txnats.tls import TLSConfig
 
 __all__ = ["Client", "ClientState", "Statistics", "connect"]
 
@@ -135,6 +141,13 @@ class Options:
     no_randomize: bool = False
     ignore_discovered_servers: bool = False
     retry_on_failed_connect: bool = False
+    token_handler: Callable[[], str] | None = field(default=None, repr=False)
+    nkeys_seed: str | None = field(default=None, repr=False)
+    nkeys_seed_file: str | None = None
+    user_credentials: str | None = None
+    user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
+    signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
+    tls: TLSConfig | None = None
     error_cb: Callable[[Exception], object] | None = None
     disconnected_cb: Callable[[NatsError], object] | None = None
     reconnected_cb: Callable[[], object] | None = None
@@ -172,12 +185,27 @@ class Client:
         if opts.max_outbound_bytes <= 0 or opts.pending_msgs_limit <= 0:
             raise InvalidArgumentError("limits must be positive")
         self._rng = rng or random.Random()
+        self._credentials = Credentials(
+            user=opts.user,
+            password=opts.password,
+            token=opts.token,
+            token_handler=opts.token_handler,
+            nkeys_seed=opts.nkeys_seed,
+            nkeys_seed_file=opts.nkeys_seed_file,
+            user_credentials=opts.user_credentials,
+            user_jwt_cb=opts.user_jwt_cb,
+            signature_cb=opts.signature_cb,
+        )
         self._pool = ServerPool(
             parse_servers(servers), randomize=not opts.no_randomize, rng=self._rng
         )
-        self.stats = Statistics()
+        self._in_msgs = self._in_bytes = self._out_msgs = self._out_bytes = 0
+        self._reconnects = 0
         self._state = _S.CONNECTING
         self._proto: NatsProtocol | None = None
+        # The protocol publishes go to, or None (not connected, or no longer publishing).
+        self._writer: NatsProtocol | None = None
+        self._max_outbound = opts.max_outbound_bytes
         self._server: Server | None = None
         #: INFO of the server we are (or were last) connected to.
         self.server_info: dict[str, Any] = {}
@@ -213,6 +241,19 @@ class Client:
             raise AssertionError(f"bad transition {self._state} -> {new}")  # pragma: no cover
         log.debug("State {old} -> {new}", old=self._state, new=new)
         self._state = new
+        self._update_writer()
+
+    def _update_writer(self) -> None:
+        """Publishes go straight to the protocol only while connected (or draining subs)."""
+        writable = self._state in (_S.CONNECTED, _S.DRAINING_SUBS)
+        self._writer = self._proto if writable else None
+
+    @property
+    def stats(self) -> Statistics:
+        """A snapshot of the counters (messages, and payload bytes without headers)."""
+        return Statistics(
+            self._in_msgs, self._out_msgs, self._in_bytes, self._out_bytes, self._reconnects
+        )
 
     @property
     def is_connected(self) -> bool:
@@ -324,14 +365,15 @@ class Client:
         }
         if opts.name:
             out["name"] = opts.name
-        user = server.user if server and server.user is not None else opts.user
-        password = server.password if server and server.password is not None else opts.password
-        token = server.token if server and server.token is not None else opts.token
-        if user is not None:
-            out["user"] = user
-            out["pass"] = password or ""
-        elif token is not None:
-            out["auth_token"] = token
+        creds = self._credentials
+        out.update(
+            creds.connect_fields(
+                info,
+                url_user=server.user if server else None,
+                url_password=server.password if server else None,
+                url_token=server.token if server else None,
+            )
+        )
         return out
 
     # ConnectionHandler -------------------------------------------------------------
@@ -339,9 +381,8 @@ class Client:
         return self._connect_options(info)
 
     def msg_received(self, msg: Msg) -> None:
-        stats = self.stats
-        stats.in_msgs += 1
-        stats.in_bytes += len(msg.data)
+        self._in_msgs += 1
+        self._in_bytes += len(msg.data)
         sub = self._subs.get(msg.sid)
         if sub is None:
             return  # late message for a subscription that already ended
@@ -385,6 +426,7 @@ class Client:
         if proto is not self._proto:
             return
         self._proto = None
+        self._update_writer()
         self._blocked.clear()
         state = self._state
         if state == _S.CLOSED:
@@ -394,6 +436,14 @@ class Client:
         log.info("Disconnected from {url}: {reason}", url=self._server, reason=str(reason))
         self.schedule(self._call_user, "disconnected", self.options.disconnected_cb, reason)
         if state == _S.CONNECTED and self.options.allow_reconnect:
+            # Publishes accepted but never handed to the socket are kept, ahead of
+            # anything published from now on (even past reconnect_buffer_size: they were
+            # accepted); flushes wait for the next connection (or their timeout).
+            unsent = proto.take_unsent_publishes()
+            if unsent:
+                self._reconnect_buf[:0] = unsent
+                self._reconnect_bytes += sum(len(f) for f in unsent)
+            self._offline_flushes[:0] = proto.take_pending_pings()
             self._set_state(_S.RECONNECTING)
             self._schedule_attempt()
         else:
@@ -420,9 +470,12 @@ class Client:
                 "no server could be reached"
                 + (f"; last error: {self._last_error}" if self._last_error else "")
             )
-            if isinstance(self._last_error, AuthorizationError):
-                self._do_close(self._last_error)
+            last = self._last_error
+            # A refusal that retrying cannot mend is the more useful error.
+            if isinstance(last, (AuthorizationError, TLSError, CredentialsError)):
+                self._do_close(last)
             else:
+                err.__cause__ = last
                 self._do_close(err)
             return
         delay = 0.0
@@ -438,20 +491,41 @@ class Client:
         server.attempts += 1
         server.last_attempt = self._clock.seconds()
         opts = self.options
+        tls = opts.tls or TLSConfig()
+        tls_name = server.tls_hostname or server.host
+
+        def tls_creator() -> Any:
+            return tls.client_creator(tls_name)
+
+        tls_first = opts.tls is not None and opts.tls.handshake_first
         proto = NatsProtocol(
-            self, self._clock, ping_interval=opts.ping_interval, max_pings_out=opts.max_pings_out
+            self,
+            self._clock,
+            ping_interval=opts.ping_interval,
+            max_pings_out=opts.max_pings_out,
+            tls_creator=tls_creator,
+            tls_wanted=opts.tls is not None or server.scheme in ("tls", "wss"),
+            tls_first=tls_first,
         )
         self._attempt_server = server
         try:
             endpoint = server.endpoint(self._reactor, opts.connect_timeout)
+            if tls_first:
+                endpoint = wrapClientTLS(tls_creator(), endpoint)
+        except NatsError as e:
+            self._attempt_failed(Failure(e), server)
+            return
         except Exception as e:
             self._attempt_failed(Failure(ConnectError(f"bad endpoint: {e}")), server)
             return
-        d = endpoint.connect(_OneProtocolFactory(proto))
-        d.addCallback(lambda p: p.handshake)
+        connected = endpoint.connect(_OneProtocolFactory(proto))
+        d: Deferred[NatsProtocol] = connected.addCallback(lambda _: proto.handshake)
 
         def on_timeout(result: object, timeout: float) -> object:
-            if isinstance(result, Failure) and result.check(CancelledError):
+            # Endpoints cancel a dial with ConnectingCancelledError, not CancelledError.
+            if isinstance(result, Failure) and result.check(
+                CancelledError, ConnectingCancelledError
+            ):
                 return Failure(ConnectError(f"connect to {server} timed out after {timeout}s"))
             return result
 
@@ -485,8 +559,8 @@ class Client:
             proto.abort()
             return
         reconnected = self._state == _S.RECONNECTING
-        self._set_state(_S.CONNECTED)
         self._proto = proto
+        self._set_state(_S.CONNECTED)
         self._server = server
         server.attempts = 0
         server.last_auth_error = None
@@ -507,15 +581,15 @@ class Client:
             proto.write_many(frames, sum(len(f) for f in frames))
         self._reconnect_buf = []
         self._reconnect_bytes = 0
-        for d in self._offline_flushes:
-            proto.ping().chainDeferred(d)
+        for waiter in self._offline_flushes:
+            proto.ping().chainDeferred(waiter)
         self._offline_flushes = []
         self.outbound_drained()
         if self._first_connect is not None:
-            d, self._first_connect = self._first_connect, None
-            d.callback(self)
+            first, self._first_connect = self._first_connect, None
+            first.callback(self)
         if reconnected:
-            self.stats.reconnects += 1
+            self._reconnects += 1
             self.schedule(self._call_user, "reconnected", self.options.reconnected_cb)
         if proto.info.get("ldm"):
             self.info_received(proto.info)
@@ -534,9 +608,12 @@ class Client:
             )
 
     def force_reconnect(self) -> None:
-        """Drop the current connection and reconnect (to another server if there is one)."""
+        """Close the current connection and reconnect (to another server if there is one).
+
+        What was already published is sent to the old server before it is closed.
+        """
         if self._state == _S.CONNECTED and self._proto is not None:
-            self._proto.abort(ConnectError("reconnect requested"))
+            self._proto.close(ConnectError("reconnect requested"))
 
     # ================================================================== publishing
     def publish(
@@ -556,38 +633,49 @@ class Client:
         subj = _pub_cache.get(subject)
         if subj is None:
             subj = publish_subject(subject)
-        try:
-            if headers is None:
-                size = len(data)
-                if reply is None:
-                    frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
-                else:
-                    frame = b"PUB %s %s %d\r\n%s\r\n" % (subj, reply_subject(reply), size, data)
-            else:
-                hdr = encode_headers(headers)
-                size = len(hdr) + len(data)
-                frame = encode_hpub(subject, data, hdr, reply)
-        except TypeError:
-            raise InvalidArgumentError(
-                f"data must be bytes, not {type(data).__name__}"
-            ) from None
+        if headers is None and reply is None and type(data) is bytes:
+            size = len(data)
+            frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
+        else:
+            frame, size = self._encode(subject, subj, data, reply, headers)
         if size > self._max_payload:
             raise MaxPayloadError(
                 f"message of {size} bytes exceeds the server's max_payload {self._max_payload}"
             )
-        proto = self._proto
-        if proto is not None and self._state != _S.DRAINING_PUBS:
-            if proto.out_bytes + len(frame) > self.options.max_outbound_bytes:
+        proto = self._writer
+        if proto is not None:
+            pending = proto.out_bytes + len(frame)
+            if pending > self._max_outbound:
                 raise OutboundBufferFullError(
                     f"outbound buffer full ({proto.out_bytes} bytes pending); "
                     "wait for wait_for_room()"
                 )
-            proto.write(frame)
+            # NatsProtocol.write(), inlined: this is the hot path.
+            out = proto._out
+            if not out and proto._flush_call is None and not proto._producer_paused:
+                proto._flush_call = self._clock.callLater(0, proto._flush_turn)
+            out.append(frame)
+            proto.out_bytes = pending
         else:
             self._publish_offline(frame)
-        stats = self.stats
-        stats.out_msgs += 1
-        stats.out_bytes += len(data)
+        self._out_msgs += 1
+        self._out_bytes += len(data)  # payload only, as in_bytes counts it
+
+    @staticmethod
+    def _encode(
+        subject: str, subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
+    ) -> tuple[bytes, int]:
+        """Encode PUB with a reply, or HPUB; return the frame and the message size."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(f"data must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+        if headers is None:
+            if reply is None:
+                return b"PUB %s %d\r\n%s\r\n" % (subj, len(data), data), len(data)
+            rep = reply_subject(reply)
+            return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, len(data), data), len(data)
+        hdr = encode_headers(headers)
+        return encode_hpub(subject, data, hdr, reply), len(hdr) + len(data)
 
     def _publish_offline(self, frame: bytes) -> None:
         state = self._state
@@ -783,7 +871,7 @@ class Client:
             if error is None:
                 done.callback(results)
             else:
-                done.errback(Failure(error))
+                done.errback(error)
 
         def on_msg(msg: Msg) -> None:
             if done.called:
@@ -950,27 +1038,25 @@ class Client:
         closed = ConnectionClosedError("client closed" + (f": {reason}" if reason else ""))
         if self._first_connect is not None:
             fc, self._first_connect = self._first_connect, None
-            fc.errback(Failure(reason if reason is not None else closed))
+            fc.errback(reason if reason is not None else closed)
         for sub in list(self._subs.values()):
             sub._close(closed)
         self._subs.clear()
         if self._mux is not None:
             self._mux.fail_all(str(closed))
-        for d in self._offline_flushes:
-            d.errback(Failure(closed))
+        for waiter in self._offline_flushes + self._room_waiters:
+            waiter.errback(closed)
         self._offline_flushes = []
-        for d in self._room_waiters:
-            d.errback(Failure(closed))
         self._room_waiters = []
-        if self._reconnect_bytes:
-            log.warn(
-                "Closed with {n} bytes of publishes never sent (disconnected)",
-                n=self._reconnect_bytes,
+        if self._reconnect_buf:
+            lost = ConnectionClosedError(
+                f"closed while disconnected: {len(self._reconnect_buf)} buffered publishes "
+                f"({self._reconnect_bytes} bytes) were never sent"
             )
+            log.warn("{error}", error=str(lost))
+            self._report(lost)
         self._reconnect_buf = []
         self._reconnect_bytes = 0
-        if self._soon_call is None:
-            pass
         proto = self._proto
         if proto is not None and not proto.lost:
             proto.close()  # connection_lost() finishes the close
@@ -1046,6 +1132,18 @@ def connect(
     no_randomize: bool = False,
     ignore_discovered_servers: bool = False,
     retry_on_failed_connect: bool = False,
+    token_handler: Callable[[], str] | None = None,
+    nkeys_seed: str | None = None,
+    nkeys_seed_file: str | None = None,
+    user_credentials: str | None = None,
+    user_jwt_cb: Callable[[], str] | None = None,
+    signature_cb: Callable[[str], bytes] | None = None,
+    tls: TLSConfig | None = None,
+    tls_ca_file: str | None = None,
+    tls_cert_file: str | None = None,
+    tls_key_file: str | None = None,
+    tls_hostname: str | None = None,
+    tls_handshake_first: bool = False,
     error_cb: Callable[[Exception], object] | None = None,
     disconnected_cb: Callable[[NatsError], object] | None = None,
     reconnected_cb: Callable[[], object] | None = None,
@@ -1060,7 +1158,20 @@ def connect(
     Fails with :class:`AuthorizationError` if the server refuses the credentials and
     :class:`NoServersError` if no server can be reached.
     """
+    if tls is None and (
+        tls_ca_file or tls_cert_file or tls_key_file or tls_hostname or tls_handshake_first
+    ):
+        tls = TLSConfig(
+            ca_file=tls_ca_file,
+            cert_file=tls_cert_file,
+            key_file=tls_key_file,
+            hostname=tls_hostname,
+            handshake_first=tls_handshake_first,
+        )
     opts = Options(
+        token_handler=token_handler, nkeys_seed=nkeys_seed, nkeys_seed_file=nkeys_seed_file,
+        user_credentials=user_credentials, user_jwt_cb=user_jwt_cb, signature_cb=signature_cb,
+        tls=tls,
         name=name, user=user, password=password, token=token, verbose=verbose,
         pedantic=pedantic, no_echo=no_echo, connect_timeout=connect_timeout,
         ping_interval=ping_interval, max_pings_out=max_pings_out, inbox_prefix=inbox_prefix,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol as TypingProtocol
+from typing import Any
+from typing import Protocol as TypingProtocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
@@ -32,9 +33,10 @@ from txnats.errors import (
     ProtocolError,
     ServerError,
     StaleConnectionError,
+    TLSError,
 )
 from txnats.protocol.commands import PING, PONG, encode_connect
-from txnats.protocol.events import Err, Info, Msg, Ok, Ping, Pong
+from txnats.protocol.events import Err, Info, Msg, Ping, Pong
 from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
 
 __all__ = ["ConnectionHandler", "NatsProtocol", "classify_error"]
@@ -77,7 +79,7 @@ def classify_error(message: str) -> tuple[ServerError, bool]:
         "authorization" in low
         or "authentication" in low
         or low.startswith("user authentication")
-        or "account" in low and "expired" in low
+        or ("account" in low and "expired" in low)
     ):
         return AuthorizationError(message), False
     if low.startswith("stale connection"):
@@ -98,8 +100,17 @@ class NatsProtocol(Protocol):
         ping_interval: float = 120.0,
         max_pings_out: int = 2,
         max_control_line: int = 64 * 1024,
+        tls_creator: Callable[[], Any] | None = None,
+        tls_wanted: bool = False,
+        tls_first: bool = False,
     ) -> None:
         self.handler = handler
+        #: Makes the TLS connection creator (verifying the server's name) when needed.
+        self.tls_creator = tls_creator
+        #: The client insists on TLS (``tls://`` URL or TLS options).
+        self.tls_wanted = tls_wanted
+        #: TLS started before INFO (the endpoint is wrapped in TLS already).
+        self.tls_active = tls_first
         self.clock = clock
         self.ping_interval = ping_interval
         self.max_pings_out = max_pings_out
@@ -134,30 +145,52 @@ class NatsProtocol(Protocol):
                 set_nodelay(True)
             except OSError:  # pragma: no cover - e.g. a UNIX socket
                 pass
-        transport.registerProducer(self, True)
+        transport.registerProducer(self, True)  # type: ignore[attr-defined]
 
     def connectionLost(self, reason: Failure = Failure(ConnectionClosedError())) -> None:  # noqa: B008
         self.lost = True
+        was_ready = self.ready
         self.ready = False
         for call in (self._ping_call, self._flush_call):
             if call is not None and call.active():
                 call.cancel()
         self._ping_call = self._flush_call = None
-        self._out.clear()
-        self.out_bytes = 0
         err = self._close_reason
         if err is None:
-            err = ConnectionClosedError(f"connection lost: {reason.getErrorMessage()}")
+            if self.tls_active and _is_tls_failure(reason):
+                err = TLSError(f"TLS failed: {reason.getErrorMessage()}")
+            else:
+                err = ConnectionClosedError(f"connection lost: {reason.getErrorMessage()}")
+        if not self.handshake.called:
+            fail = err if isinstance(err, ConnectError) else ConnectError(str(err))
+            self.handshake.errback(fail)
+        elif was_ready or self.info:
+            # The handler may take the unsent publishes and the pending PINGs first.
+            self.handler.connection_lost(self, err)
+        self._out.clear()
+        self.out_bytes = 0
         pongs = list(self._pongs)
         self._pongs.clear()
         for d in pongs:
             if d is not None and not d.called:
-                self.handler.schedule(d.errback, Failure(ConnectionClosedError(str(err))))
-        if not self.handshake.called:
-            fail = err if isinstance(err, ConnectError) else ConnectError(str(err))
-            self.handshake.errback(Failure(fail))
-        else:
-            self.handler.connection_lost(self, err)
+                self.handler.schedule(d.errback, ConnectionClosedError(str(err)))
+
+    def take_unsent_publishes(self) -> list[bytes]:
+        """Remove and return the PUB/HPUB frames never handed to the transport."""
+        frames = [f for f in self._out if f[:4] == b"PUB " or f[:5] == b"HPUB "]
+        self._out.clear()
+        self.out_bytes = 0
+        return frames
+
+    def take_pending_pings(self) -> list[Deferred[None]]:
+        """Remove and return the Deferreds still waiting for a PONG."""
+        waiting = [d for d in self._pongs if d is not None and not d.called]
+        self._pongs.clear()
+        return waiting
+
+    def _handshake_done(self) -> None:
+        if not self.handshake.called and not self.lost:
+            self.handshake.callback(self)
 
     def _cancel_handshake(self, d: Deferred[NatsProtocol]) -> None:
         self._close_reason = ConnectError("connection attempt cancelled")
@@ -170,12 +203,15 @@ class NatsProtocol(Protocol):
         if self.transport is not None and not self.lost:
             self.transport.abortConnection()  # type: ignore[attr-defined]
 
-    def close(self) -> None:
+    def close(self, reason: NatsError | None = None) -> None:
         """Send what is buffered, then close the connection."""
+        self._producer_paused = False
         self.flush_now()
         if self.transport is not None and not self.lost:
             if self._close_reason is None:
-                self._close_reason = ConnectionClosedError("connection closed by client")
+                self._close_reason = reason or ConnectionClosedError("connection closed by client")
+            # TLS waits for a registered producer to go before it shuts down.
+            self.transport.unregisterProducer()  # type: ignore[attr-defined]
             self.transport.loseConnection()
 
     # ------------------------------------------------------------------ inbound
@@ -188,22 +224,24 @@ class NatsProtocol(Protocol):
         try:
             events = self.parser.feed(data)
         except ProtocolError as e:
-            events = getattr(e, "events", [])
-            self._dispatch(events)
+            self._dispatch(e.events)
             log.warn("Protocol error from server: {error}", error=str(e))
             self.abort(e)
             return
         self._dispatch(events)
 
-    def _dispatch(self, events: list[Any]) -> None:
+    def _dispatch(self, events: list[Any] | list[object]) -> None:
+        if not self.info and events and type(events[0]) not in (Info, Err):
+            # The server speaks first, with INFO; anything else is not a NATS server.
+            self.abort(ProtocolError(f"expected INFO first, got {type(events[0]).__name__}"))
+            return
         handler = self.handler
         msg_received = handler.msg_received
         for ev in events:
-            if self._close_reason is not None:
-                return
             if type(ev) is Msg:
                 msg_received(ev)
-            elif type(ev) is Ping:
+                continue
+            if type(ev) is Ping:
                 self.write(PONG)
             elif type(ev) is Pong:
                 self._on_pong()
@@ -211,8 +249,13 @@ class NatsProtocol(Protocol):
                 self._on_info(ev.options)
             elif type(ev) is Err:
                 self._on_err(ev.message)
-            elif type(ev) is Ok:
-                pass
+            if self.closing:
+                return  # only control events can end the connection; stop at once
+
+    @property
+    def closing(self) -> bool:
+        """True once this connection is being closed or aborted."""
+        return self._close_reason is not None
 
     def _on_info(self, info: dict[str, Any]) -> None:
         first = not self.info
@@ -221,15 +264,45 @@ class NatsProtocol(Protocol):
         if isinstance(mp, int):
             self.parser.max_payload = min(mp + _INBOUND_PAYLOAD_SLACK, HARD_MAX_PAYLOAD)
         if first:
+            if not self._start_tls(info):
+                return
             try:
                 options = self.handler.connect_options(info)
             except NatsError as e:
                 self.abort(e)
                 return
+            options["tls_required"] = self.tls_active
             self._write_now(encode_connect(options) + PING)
             return
         if self.ready:
             self.handler.info_received(info)
+
+    def _start_tls(self, info: dict[str, Any]) -> bool:
+        """Upgrade to TLS after INFO when either side requires it; False if we aborted."""
+        if self.tls_active:
+            return True
+        server_requires = bool(info.get("tls_required"))
+        server_offers = server_requires or bool(info.get("tls_available"))
+        if not (self.tls_wanted or server_requires):
+            return True
+        if not server_offers:
+            self.abort(TLSError("TLS required by the client, but the server offers none"))
+            return False
+        if self.tls_creator is None:
+            self.abort(TLSError("the server requires TLS, and TLS is not available"))
+            return False
+        try:
+            creator = self.tls_creator()
+        except NatsError as e:
+            self.abort(e)
+            return False
+        start = getattr(self.transport, "startTLS", None)
+        if start is None:
+            self.abort(TLSError("this transport cannot start TLS"))
+            return False
+        start(creator)
+        self.tls_active = True
+        return True
 
     def _on_pong(self) -> None:
         if not self.ready:
@@ -239,7 +312,8 @@ class NatsProtocol(Protocol):
             self.ready = True
             self.pings_out = 0
             self._schedule_ping()
-            self.handshake.callback(self)
+            # The handshake's callbacks reach user code: not from inside dataReceived.
+            self.handler.schedule(self._handshake_done)
             return
         self.pings_out = 0
         if self._pongs:
@@ -251,9 +325,7 @@ class NatsProtocol(Protocol):
         error, survives = classify_error(message)
         if not self.ready:
             # Any -ERR during the handshake ends this attempt.
-            if not isinstance(error, AuthorizationError):
-                error = _as_connect_error(error)
-            self.abort(error)
+            self.abort(error if isinstance(error, AuthorizationError) else _as_connect_error(error))
             return
         if survives:
             self.handler.server_error(error)
@@ -316,7 +388,7 @@ class NatsProtocol(Protocol):
             return
         out = self._out
         data = out[0] if len(out) == 1 else b"".join(out)
-        self._out = []
+        out.clear()  # the same list object for the whole connection (the client appends to it)
         self.out_bytes = 0
         self.transport.write(data)
         self.handler.outbound_drained()
@@ -358,3 +430,16 @@ def _as_connect_error(error: ServerError) -> ConnectError:
     err = ConnectError(f"server refused the connection: {error.server_message}")
     err.__cause__ = error
     return err
+
+
+def _is_tls_failure(reason: Failure) -> bool:
+    """True when a connection ended because of TLS (handshake or verification)."""
+    try:
+        from OpenSSL import SSL
+    except ImportError:  # pragma: no cover
+        return False
+    value = reason.value
+    if isinstance(value, SSL.Error):
+        return True
+    name = type(value).__name__
+    return "Verification" in name or "Certificate" in name

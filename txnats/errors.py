@@ -16,6 +16,7 @@ __all__ = [
     "ConnectError",
     "ConnectionClosedError",
     "ConnectionDrainingError",
+    "CredentialsError",
     "DrainTimeoutError",
     "FlushTimeoutError",
     "InvalidArgumentError",
@@ -31,6 +32,7 @@ __all__ = [
     "SlowConsumerError",
     "StaleConnectionError",
     "SubscriptionClosedError",
+    "TLSError",
     "TimeoutError",
 ]
 
@@ -40,7 +42,14 @@ class NatsError(Exception):
 
 
 class ProtocolError(NatsError):
-    """The peer sent bytes that break the NATS protocol; the connection is closed."""
+    """The peer sent bytes that break the NATS protocol; the connection is closed.
+
+    When raised by the parser, ``events`` holds the events completed before the fault.
+    """
+
+    def __init__(self, message: str = "", events: list[object] | None = None) -> None:
+        super().__init__(message)
+        self.events: list[object] = events if events is not None else []
 
 
 class BadSubjectError(NatsError, ValueError):
@@ -71,7 +80,7 @@ class NoServersError(ConnectError):
     """No server in the pool could be reached."""
 
 
-class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001 - deliberate shadowing
+class TimeoutError(NatsError, builtins.TimeoutError):
     """An operation did not complete within its timeout."""
 
 
@@ -139,3 +148,11 @@ class NoReplySubjectError(NatsError):
 
 class InvalidArgumentError(NatsError, ValueError):
     """An argument is of the wrong type or out of range (a timeout below zero, say)."""
+
+
+class TLSError(ConnectError):
+    """TLS could not be set up: no TLS offered, a failed handshake or verification."""
+
+
+class CredentialsError(ConnectError):
+    """Local credentials are unusable (unreadable creds file, malformed seed)."""

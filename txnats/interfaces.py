@@ -6,6 +6,8 @@ can be checked with ``zope.interface.verify.verifyObject``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from zope.interface import Attribute, Interface
 
 __all__ = ["IClient", "IMsg", "ISubscription"]
@@ -20,7 +22,7 @@ class IMsg(Interface):
     headers = Attribute("A txnats.Headers, or None.")
     sid = Attribute("The id of the subscription it arrived on (int).")
 
-    def respond(data: bytes = b"", headers: object = None) -> None:  # type: ignore[misc]
+    def respond(data: bytes = b"", headers: Any = None) -> None:
         """Publish to the reply subject."""
 
 
@@ -35,16 +37,16 @@ class ISubscription(Interface):
     delivered = Attribute("Messages handed to the handler or a reader.")
     dropped = Attribute("Messages dropped over the pending limits.")
 
-    def unsubscribe() -> None:  # type: ignore[misc]
+    def unsubscribe() -> None:
         """Stop interest now."""
 
-    def auto_unsubscribe(max_msgs: int) -> None:  # type: ignore[misc]
+    def auto_unsubscribe(max_msgs: int) -> None:
         """Unsubscribe after max_msgs messages."""
 
-    def drain() -> object:  # type: ignore[misc]
+    def drain() -> object:
         """Unsubscribe; Deferred fired once everything received is handled."""
 
-    def next_msg(timeout: float | None = 1.0) -> object:  # type: ignore[misc]
+    def next_msg(timeout: float | None = 1.0) -> object:
         """Deferred firing with the next message."""
 
 
@@ -54,27 +56,27 @@ class IClient(Interface):
     stats = Attribute("Statistics: in/out msgs and bytes, reconnects.")
     server_info = Attribute("The server's INFO (dict).")
 
-    def publish(  # type: ignore[misc]
-        subject: str, data: bytes = b"", reply: str | None = None, headers: object = None
+    def publish(
+        subject: str, data: bytes = b"", reply: str | None = None, headers: Any = None
     ) -> None:
         """Publish a message (buffered)."""
 
-    def subscribe(subject: str, handler: object = None, queue: str | None = None) -> object:  # type: ignore[misc]
+    def subscribe(subject: str, handler: Any = None, queue: str | None = None) -> object:
         """Subscribe; returns an ISubscription."""
 
-    def request(  # type: ignore[misc]
-        subject: str, data: bytes = b"", timeout: float | None = 1.0, headers: object = None
+    def request(
+        subject: str, data: bytes = b"", timeout: float | None = 1.0, headers: Any = None
     ) -> object:
         """Deferred firing with the first response."""
 
-    def flush(timeout: float | None = 10.0) -> object:  # type: ignore[misc]
+    def flush(timeout: float | None = 10.0) -> object:
         """Deferred firing once the server processed everything sent."""
 
-    def drain() -> object:  # type: ignore[misc]
+    def drain() -> object:
         """Drain subscriptions, then close."""
 
-    def close() -> object:  # type: ignore[misc]
+    def close() -> object:
         """Close now."""
 
-    def when_closed() -> object:  # type: ignore[misc]
+    def when_closed() -> object:
         """A fresh Deferred fired once closed."""

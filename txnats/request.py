@@ -75,7 +75,7 @@ class RequestMux:
     def new_reply(self, subject: str, timeout: float | None) -> tuple[str, Deferred[Msg]]:
         """Register a request; return its reply subject and its Deferred."""
         self._next += 1
-        token = "%x" % self._next
+        token = f"{self._next:x}"
         d: Deferred[Msg] = Deferred(lambda _: self._cancel(token))
         timer = None
         if timeout is not None:
@@ -108,7 +108,7 @@ class RequestMux:
         if p is None:
             return  # late or unknown: the request already ended
         if is_no_responders(msg):
-            p.deferred.errback(Failure(NoRespondersError(f"no responders on {p.subject!r}")))
+            p.deferred.errback(NoRespondersError(f"no responders on {p.subject!r}"))
         else:
             p.deferred.callback(msg)
 
@@ -116,10 +116,9 @@ class RequestMux:
         p = self._pop(msg.subject[self._plen :])
         if p is not None:
             self._client.schedule(
-                p.deferred.errback,
-                Failure(SlowConsumerError(
+                p.deferred.errback, SlowConsumerError(
                     f"response to request on {p.subject!r} dropped: inbox pending limits reached"
-                )),
+                ),
             )
 
     def fail_all(self, reason: str) -> None:
@@ -128,11 +127,11 @@ class RequestMux:
         for token in pending:
             p = self._pop(token)
             if p is not None:
-                p.deferred.errback(Failure(ConnectionClosedError(reason)))
+                p.deferred.errback(ConnectionClosedError(reason))
 
     def fail_subject(self, subject: str, error: Exception) -> None:
         """Fail the pending requests published to ``subject`` (publish was refused)."""
         for token, p in list(self._pending.items()):
             if p.subject == subject:
                 self._pop(token)
-                self._client.schedule(p.deferred.errback, Failure(error))
+                self._client.schedule(p.deferred.errback, error)

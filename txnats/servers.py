@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -30,6 +31,9 @@ class Server:
     token: str | None = field(default=None, repr=False)
     endpoint_description: str | None = None
     discovered: bool = False
+    #: The name to verify with TLS when it differs from ``host`` (a discovered server
+    #: known only by IP keeps the seed server's hostname).
+    tls_hostname: str | None = None
     #: Bookkeeping for the reconnect loop.
     attempts: int = 0
     last_attempt: float | None = None
@@ -56,7 +60,9 @@ class Server:
     def endpoint(self, reactor: IReactorCore, timeout: float) -> IStreamClientEndpoint:
         """A client endpoint reaching this server."""
         if self.endpoint_description is not None:
-            ep: IStreamClientEndpoint = clientFromString(reactor, self.endpoint_description)
+            ep: IStreamClientEndpoint = clientFromString(  # type: ignore[no-untyped-call]
+                reactor, self.endpoint_description
+            )
             return ep
         return HostnameEndpoint(reactor, self.host.encode("idna"), self.port, timeout=timeout)
 
@@ -123,7 +129,7 @@ class ServerPool:
             self._rng.shuffle(self.servers)
         self.randomize = randomize
 
-    def __iter__(self) -> Iterable[Server]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Server]:
         return iter(list(self.servers))
 
     def __len__(self) -> int:
@@ -146,9 +152,19 @@ class ServerPool:
                 continue
             if s.hostport in known:
                 continue
+            if _is_ip(s.host) and not _is_ip(template.host):
+                s.tls_hostname = template.tls_hostname or template.host
             known.add(s.hostport)
             new.append(s)
         if self.randomize:
             self._rng.shuffle(new)
         self.servers.extend(new)
         return new
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

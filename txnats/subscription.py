@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall
@@ -39,7 +39,7 @@ log = Logger()
 
 #: What ``subscribe(handler=...)`` accepts: a callable taking a :class:`Msg` that returns
 #: ``None``, a Deferred or a coroutine.
-Handler = Callable[[Msg], Union[None, Deferred[Any], Coroutine[Any, Any, Any], Awaitable[Any]]]
+Handler = Callable[[Msg], Deferred[Any] | Coroutine[Any, Any, Any] | Awaitable[Any] | None]
 
 #: Most messages one subscription hands out in one turn before yielding to the reactor.
 _BATCH = 1024
@@ -139,7 +139,13 @@ class Subscription:
         self.pending_msgs -= 1
         self.pending_bytes -= len(msg.data)
         self.delivered += 1
-        if self._slow and self.pending_msgs < self.pending_msgs_limit:
+        if (
+            self._slow
+            and self.pending_msgs <= self.pending_msgs_limit // 2
+            and self.pending_bytes <= self.pending_bytes_limit // 2
+        ):
+            # The episode ends once the mailbox has drained to half; ending it as soon
+            # as one message is taken would report once per message while overloaded.
             self._slow = False
         if self.backpressure and (
             self.pending_msgs <= self.pending_msgs_limit // 2
@@ -162,8 +168,9 @@ class Subscription:
             handler = self._handler
             if handler is not None:
                 n = 0
+                take = self._take
                 while mailbox and self._inflight < self.concurrency and self._state != _CLOSED:
-                    msg = self._take()
+                    msg = take()
                     try:
                         result = handler(msg)
                     except Exception as e:
@@ -235,7 +242,7 @@ class Subscription:
         waiters = list(self._waiters)
         self._waiters.clear()
         for w in waiters:
-            w.errback(Failure(reason))
+            w.errback(reason)
         ended = self._ended
         self._ended = []
         for d in ended:
@@ -306,7 +313,7 @@ class Subscription:
         if self._handler is not None:
             return fail(NatsError("next_msg() is for subscriptions without a handler"))
         if self._mailbox and not self._waiters:
-            return succeed(self._take())
+            return self._pull()
         if self._state == _CLOSED or (self._state == _ENDING and not self._mailbox):
             reason = self._end_reason or SubscriptionClosedError(f"subscription {self.sid} ended")
             return fail(reason)
@@ -343,9 +350,15 @@ class Subscription:
     def __aiter__(self) -> Subscription:
         return self
 
+    def _pull(self) -> Deferred[Msg]:
+        """Hand the next queued message to a reader; end the subscription if it was the last."""
+        msg = self._take()
+        self._check_end()  # an ending subscription whose mailbox is now empty is over
+        return succeed(msg)
+
     def __anext__(self) -> Deferred[Msg]:
         if self._mailbox and not self._waiters:
-            return succeed(self._take())
+            return self._pull()
         d = self.next_msg(None)
 
         def end(f: Failure) -> Failure:

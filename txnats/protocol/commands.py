@@ -56,11 +56,16 @@ def _check(kind: str, subject: object, wildcards: bool) -> bytes:
                 raise BadSubjectError(f"{kind} {subject!r} must not contain wildcards")
             if tok == ">" and i != last:
                 raise BadSubjectError(f"{kind} {subject!r}: '>' must be the last token")
-    return subject.encode("utf-8", "surrogateescape")
+    try:
+        return subject.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise BadSubjectError(f"{kind} {subject!r} cannot be encoded") from None
 
 
 def publish_subject(subject: str) -> bytes:
     """Validate a subject to publish to (no wildcards) and return its wire bytes."""
+    if type(subject) is not str:  # may be unhashable; never cached
+        return _check("subject", subject, False)
     b = _pub_cache.get(subject)
     if b is None:
         b = _check("subject", subject, False)
@@ -77,6 +82,8 @@ def reply_subject(subject: str) -> bytes:
 
 def subscribe_subject(subject: str) -> bytes:
     """Validate a subscription subject (``*`` and a final ``>`` allowed)."""
+    if type(subject) is not str:  # may be unhashable; never cached
+        return _check("subject", subject, True)
     b = _sub_cache.get(subject)
     if b is None:
         b = _check("subject", subject, True)
@@ -94,7 +101,10 @@ def queue_name(queue: str) -> bytes:
         raise BadSubjectError("queue group must not be empty")
     if _BAD.search(queue):
         raise BadSubjectError(f"queue group {queue!r} contains whitespace, CR, LF or NUL")
-    return queue.encode("utf-8", "surrogateescape")
+    try:
+        return queue.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise BadSubjectError(f"queue group {queue!r} cannot be encoded") from None
 
 
 def encode_connect(options: Mapping[str, Any]) -> bytes:

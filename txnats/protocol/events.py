@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from txnats.errors import NoReplySubjectError
 from txnats.protocol.headers import HeaderInput, Headers
 
-__all__ = ["PING", "PONG", "OK", "Err", "Event", "Info", "Msg", "Ok", "Ping", "Pong"]
+__all__ = ["OK", "PING", "PONG", "Err", "Event", "Info", "Msg", "Ok", "Ping", "Pong"]
 
 
 class _Publisher(Protocol):

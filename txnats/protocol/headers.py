@@ -26,7 +26,7 @@ _HEADER_LINE_STR = "NATS/1.0"
 
 #: What ``publish(headers=...)`` accepts: a :class:`Headers`, or a mapping whose values
 #: are a string or a sequence of strings (one header line per value).
-HeaderInput = Union["Headers", Mapping[str, Union[str, Sequence[str]]]]
+HeaderInput = Union["Headers", Mapping[str, str | Sequence[str]]]
 
 
 def _check_name(name: str) -> None:
@@ -40,11 +40,28 @@ def _check_name(name: str) -> None:
             )
 
 
+def _values(name: str, value: object) -> Iterable[str]:
+    """The values a mapping entry stands for: a str, or a sequence of str."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Iterable):
+        raise BadHeaderError(
+            f"value of header {name!r} must be a str or a sequence of str, "
+            f"not {type(value).__name__}"
+        )
+    return value
+
+
 def _check_value(name: str, value: str) -> None:
     if not isinstance(value, str):
         raise BadHeaderError(f"value of header {name!r} must be a str, not {type(value).__name__}")
     if "\r" in value or "\n" in value:
         raise BadHeaderError(f"value of header {name!r} contains CR or LF")
+    if not value.isascii():
+        try:
+            value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise BadHeaderError(f"value of header {name!r} cannot be encoded") from None
 
 
 class Headers(MutableMapping[str, str]):
@@ -78,11 +95,8 @@ class Headers(MutableMapping[str, str]):
             return
         if isinstance(items, Mapping):
             for name, value in items.items():
-                if isinstance(value, str):
-                    self.add(name, value)
-                else:
-                    for v in value:
-                        self.add(name, v)
+                for v in _values(name, value):
+                    self.add(name, v)
         else:
             for name, value in items:
                 self.add(name, value)
@@ -150,7 +164,10 @@ class Headers(MutableMapping[str, str]):
                 and self.description == other.description
             )
         if isinstance(other, Mapping):
-            return self.status is None and self == Headers(other)
+            try:
+                return self.status is None and self == Headers(other)
+            except BadHeaderError:
+                return False  # could never be equal to a valid Headers
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -170,7 +187,10 @@ def encode_headers(headers: HeaderInput) -> bytes:
         pairs: Iterable[tuple[str, str]] = headers._items
         first = _HEADER_LINE_STR
         if headers.status is not None:
-            first = f"{first} {int(headers.status):03d}"
+            status = int(headers.status)
+            if not 0 <= status <= 999:
+                raise BadHeaderError(f"status {status} does not fit in three digits")
+            first = f"{first} {status:03d}"
             if headers.description:
                 _check_value("description", headers.description)
                 first = f"{first} {headers.description}"
@@ -179,19 +199,16 @@ def encode_headers(headers: HeaderInput) -> bytes:
         flat: list[tuple[str, str]] = []
         for name, value in headers.items():
             _check_name(name)
-            if isinstance(value, str):
-                _check_value(name, value)
-                flat.append((name, value))
-            else:
-                for v in value:
-                    _check_value(name, v)
-                    flat.append((name, v))
+            for v in _values(name, value):
+                _check_value(name, v)
+                flat.append((name, v))
         pairs = flat
     parts = [first]
     for name, value in pairs:
         parts.append(f"{name}: {value}")
     parts.append("\r\n")
-    return "\r\n".join(parts).encode("utf-8")
+    # surrogateescape: values parse_headers decoded that way re-encode unchanged.
+    return "\r\n".join(parts).encode("utf-8", "surrogateescape")
 
 
 def parse_headers(block: bytes) -> Headers:
@@ -205,6 +222,8 @@ def parse_headers(block: bytes) -> Headers:
     lines = text.split("\r\n")
     first = lines[0]
     h = Headers()
+    if "\r" in first or "\n" in first:
+        raise ProtocolError("bare CR or LF in header block")
     rest = first[len(_HEADER_LINE_STR):]
     if rest:
         if rest[0] not in " \t":

@@ -115,7 +115,8 @@ class Parser:
     def feed(self, data: bytes) -> list[Event]:
         """Consume ``data``; return the events it completes, in order."""
         if self._failed:
-            raise ProtocolError("parser already failed")
+            failed = ProtocolError("parser already failed")
+            raise failed
         if self._buf:
             buf = self._buf
             if isinstance(buf, bytearray):
@@ -132,13 +133,13 @@ class Parser:
             self._failed = True
             self._buf = b""
             self._pending = None
-            e.events = events  # type: ignore[attr-defined]
+            e.events = list(events)
             raise
         except Exception as e:  # pragma: no cover - defensive: only ProtocolError leaves
             self._failed = True
             self._buf = b""
             err = ProtocolError(f"parser fault: {e!r}")
-            err.events = events  # type: ignore[attr-defined]
+            err.events = list(events)
             raise err from e
         if pos >= len(buf):
             self._buf = b""
@@ -178,7 +179,9 @@ class Parser:
                 continue
             i = buf.find(b"\r\n", scan)
             if i < 0:
-                if n - pos > max_line:
+                # A final CR may be the start of the line's CRLF: don't count it yet.
+                held = n - pos - (1 if buf[n - 1 : n] == b"\r" else 0)
+                if held > max_line:
                     raise ProtocolError("control line exceeds the maximum length")
                 # Resume next time just before the end (a CR may be the last byte).
                 scan = max(pos, n - 1)
@@ -191,7 +194,39 @@ class Parser:
             if b"\n" in line or b"\r" in line:
                 raise ProtocolError("bare CR or LF in control line")
             if line[:4] == b"MSG ":
-                self._msg_line(line.split(), False)
+                # Fast path for the commonest frame: parse it and, when the payload is
+                # already here, take it at once.
+                args = line.split()
+                na = len(args)
+                if na == 4:
+                    reply = None
+                elif na == 5:
+                    reply = _text(args[3])
+                else:
+                    raise ProtocolError(f"MSG takes 3 or 4 arguments, got {na - 1}")
+                size_raw = args[-1]
+                sid_raw = args[2]
+                if not size_raw.isdigit() or len(size_raw) > _MAX_DIGITS:
+                    raise ProtocolError(f"invalid size {size_raw[:20]!r}")
+                if not sid_raw.isdigit() or len(sid_raw) > 20:
+                    raise ProtocolError(f"invalid sid {sid_raw[:20]!r}")
+                total = int(size_raw)
+                if total > self.max_payload:
+                    raise ProtocolError(
+                        f"message of {total} bytes exceeds the limit {self.max_payload}"
+                    )
+                try:
+                    subject = args[1].decode()
+                except UnicodeDecodeError:
+                    subject = args[1].decode("utf-8", "surrogateescape")
+                end = pos + total
+                if end + 2 <= n:
+                    if buf[end : end + 2] != b"\r\n":
+                        raise ProtocolError("payload not followed by CRLF")
+                    append(Msg(subject, reply, bytes(buf[pos:end]), None, int(sid_raw)))
+                    pos = scan = end + 2
+                else:
+                    self._pending = (subject, int(sid_raw), reply, -1, total)
                 continue
             args = line.split()
             if not args:

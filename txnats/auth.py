@@ -1,0 +1,141 @@
+"""Credentials: user/password, tokens, NKEYs and JWTs (the auth fields of CONNECT).
+
+Secrets stay in this module's objects: they are never logged, and their ``repr`` shows
+only which method is configured. A ``.creds`` file is read on every connection attempt,
+so rotated credentials apply at the next reconnect.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from txnats.errors import CredentialsError
+
+__all__ = ["Credentials", "parse_creds", "sign_nonce"]
+
+_BLOCK = re.compile(
+    r"-{3,}[^\n]*BEGIN[^\n]*-{3,}\s*\n(?P<body>.+?)\n\s*-{3,}[^\n]*END[^\n]*-{3,}", re.DOTALL
+)
+
+
+def parse_creds(text: str) -> tuple[str, bytes]:
+    """Split a ``.creds`` file into (user JWT, user seed)."""
+    blocks = [m.group("body").strip() for m in _BLOCK.finditer(text)]
+    if len(blocks) < 2:
+        raise CredentialsError("creds file must hold a JWT block and an NKEY seed block")
+    jwt, seed = blocks[0], blocks[1]
+    if not seed.startswith("SU"):
+        raise CredentialsError("creds file seed is not a user seed")
+    return jwt, seed.encode("ascii")
+
+
+def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
+    """Sign ``nonce`` with an NKEY seed; return (public key, base64url signature, no padding)."""
+    try:
+        import nkeys
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise CredentialsError("NKEY and JWT auth need the nkeys package: pip install txnats[nkeys]"
+                               ) from None
+    try:
+        kp = nkeys.from_seed(bytearray(seed))
+        sig = kp.sign(nonce.encode("utf-8"))
+        public = kp.public_key.decode("ascii")
+        kp.wipe()
+    except Exception as e:
+        raise CredentialsError(f"cannot sign with the NKEY seed: {type(e).__name__}") from None
+    return public, base64.urlsafe_b64encode(sig).rstrip(b"=").decode("ascii")
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise CredentialsError(f"cannot read {what} {path!r}: {e.strerror}") from None
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How the client authenticates; at most one method besides user/password per URL."""
+
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    #: Called on each connection attempt for a fresh token.
+    token_handler: Callable[[], str] | None = field(default=None, repr=False)
+    #: An NKEY user seed (``SU...``) as a string, or a path to a file holding it.
+    nkeys_seed: str | None = field(default=None, repr=False)
+    nkeys_seed_file: str | None = field(default=None, repr=False)
+    #: A ``.creds`` file (user JWT + seed); read on every connection attempt.
+    user_credentials: str | None = field(default=None, repr=False)
+    #: Callbacks for JWT auth without a file: the user JWT, and the raw Ed25519
+    #: signature of the server's nonce.
+    user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
+    signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"Credentials({', '.join(self.methods) or 'none'})"
+
+    @property
+    def methods(self) -> list[str]:
+        names = []
+        if self.user is not None:
+            names.append("user/password")
+        if self.token is not None or self.token_handler is not None:
+            names.append("token")
+        if self.nkeys_seed is not None or self.nkeys_seed_file is not None:
+            names.append("nkey")
+        if self.user_credentials is not None or self.user_jwt_cb is not None:
+            names.append("jwt")
+        return names
+
+    def connect_fields(
+        self,
+        info: dict[str, Any],
+        *,
+        url_user: str | None = None,
+        url_password: str | None = None,
+        url_token: str | None = None,
+    ) -> dict[str, Any]:
+        """The auth fields of CONNECT for this server's INFO (its ``nonce``)."""
+        out: dict[str, Any] = {}
+        user = url_user if url_user is not None else self.user
+        password = url_password if url_password is not None else self.password
+        token = url_token if url_token is not None else self.token
+        if user is not None:
+            out["user"] = user
+            out["pass"] = password or ""
+        elif token is not None:
+            out["auth_token"] = token
+        elif self.token_handler is not None:
+            out["auth_token"] = self.token_handler()
+        nonce = info.get("nonce")
+        if self.user_credentials is not None:
+            jwt, seed = parse_creds(_read(self.user_credentials, "creds file"))
+            out["jwt"] = jwt
+            if nonce:
+                out["sig"] = sign_nonce(seed, nonce)[1]
+        elif self.user_jwt_cb is not None:
+            out["jwt"] = self.user_jwt_cb()
+            if nonce:
+                if self.signature_cb is None:
+                    raise CredentialsError("user_jwt_cb needs a signature_cb")
+                raw = self.signature_cb(nonce)
+                out["sig"] = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        elif self.nkeys_seed is not None or self.nkeys_seed_file is not None:
+            seed_text = self.nkeys_seed
+            if seed_text is None:
+                assert self.nkeys_seed_file is not None
+                seed_text = _read(self.nkeys_seed_file, "seed file")
+            seed_text = seed_text.strip()
+            if not seed_text.startswith("S"):
+                raise CredentialsError("NKEY seed must start with 'S'")
+            public, sig = sign_nonce(seed_text.encode("ascii"), nonce or "")
+            out["nkey"] = public
+            if nonce:
+                out["sig"] = sig
+        return out

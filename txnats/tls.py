@@ -1,0 +1,74 @@
+"""TLS options: Twisted's own TLS (``optionsForClientTLS``), hostname verification always on."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from txnats.errors import TLSError
+
+__all__ = ["TLSConfig"]
+
+_PEM_CERT = re.compile(
+    rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL
+)
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise TLSError(f"cannot read {what} {path!r}: {e.strerror}") from None
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    """How to make TLS connections.
+
+    ``ca_file`` (PEM, one or more certificates) replaces the platform's trust roots;
+    ``cert_file`` and ``key_file`` give a client certificate (mutual TLS); ``hostname``
+    overrides the name verified (and sent as SNI); ``handshake_first`` starts TLS before
+    the server's INFO (servers with ``handshake_first``). ``creator`` is a ready
+    ``IOpenSSLClientConnectionCreator`` (e.g. from ``optionsForClientTLS``) used as is.
+    """
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = field(default=None, repr=False)
+    hostname: str | None = None
+    handshake_first: bool = False
+    creator: Any = None
+
+    def client_creator(self, hostname: str) -> Any:
+        """An ``IOpenSSLClientConnectionCreator`` verifying ``hostname``."""
+        if self.creator is not None:
+            return self.creator
+        from twisted.internet import ssl
+
+        name = self.hostname or hostname
+        trust: Any = None
+        if self.ca_file is not None:
+            pems = _PEM_CERT.findall(_read_bytes(self.ca_file, "CA file"))
+            if not pems:
+                raise TLSError(f"no certificate in CA file {self.ca_file!r}")
+            try:
+                certs = [ssl.Certificate.loadPEM(p) for p in pems]
+            except Exception as e:
+                raise TLSError(f"bad CA file {self.ca_file!r}: {e}") from None
+            trust = ssl.trustRootFromCertificates(certs)  # type: ignore[no-untyped-call]
+        client_cert: Any = None
+        if self.cert_file is not None:
+            cert = _read_bytes(self.cert_file, "certificate file")
+            key = _read_bytes(self.key_file, "key file") if self.key_file else cert
+            try:
+                client_cert = ssl.PrivateCertificate.loadPEM(  # type: ignore[no-untyped-call]
+                    key + b"\n" + cert
+                )
+            except Exception as e:
+                raise TLSError(f"bad client certificate or key: {type(e).__name__}") from None
+        try:
+            return ssl.optionsForClientTLS(name, trustRoot=trust, clientCertificate=client_cert)
+        except Exception as e:
+            raise TLSError(f"cannot set up TLS for {name!r}: {e}") from None
