@@ -497,7 +497,11 @@ class Client:
         def tls_creator() -> Any:
             return tls.client_creator(tls_name)
 
-        tls_first = opts.tls is not None and opts.tls.handshake_first
+        websocket = server.scheme in ("ws", "wss")
+        # For wss:// TLS is under the WebSocket layer: started by the endpoint, first.
+        tls_first = server.scheme == "wss" or (
+            opts.tls is not None and opts.tls.handshake_first and not websocket
+        )
         proto = NatsProtocol(
             self,
             self._clock,
@@ -509,9 +513,14 @@ class Client:
         )
         self._attempt_server = server
         try:
-            endpoint = server.endpoint(self._reactor, opts.connect_timeout)
-            if tls_first:
-                endpoint = wrapClientTLS(tls_creator(), endpoint)
+            if websocket:
+                endpoint = server.endpoint(
+                    self._reactor, opts.connect_timeout, tls_creator if tls_first else None
+                )
+            else:
+                endpoint = server.endpoint(self._reactor, opts.connect_timeout)
+                if tls_first:
+                    endpoint = wrapClientTLS(tls_creator(), endpoint)
         except NatsError as e:
             self._attempt_failed(Failure(e), server)
             return
@@ -795,6 +804,11 @@ class Client:
         return list(self._subs.values())
 
     # ================================================================== requests
+    def _mux_ended(self, mux: RequestMux) -> None:
+        """The request inbox ended; the next request makes a new one."""
+        if self._mux is mux:
+            self._mux = None
+
     def new_inbox(self) -> str:
         """A unique subject under the inbox prefix."""
         return f"{self.options.inbox_prefix}.{next_nuid()}"

@@ -46,6 +46,8 @@ log = Logger()
 # Leeway above the server's max_payload for headers the server itself adds
 # (JetStream direct get, republish) to messages that were at the limit.
 _INBOUND_PAYLOAD_SLACK = 64 * 1024
+#: Seconds a graceful close may take before the connection is aborted.
+CLOSE_TIMEOUT = 5.0
 
 
 class ConnectionHandler(TypingProtocol):
@@ -73,7 +75,8 @@ def classify_error(message: str) -> tuple[ServerError, bool]:
             else:
                 subject = subject.split(" ", 1)[0]
         return PermissionViolationError(message, operation=op, subject=subject), True
-    if low.startswith("invalid subject") or low.startswith("maximum subscriptions exceeded"):
+    if low.startswith(("invalid subject", "invalid publish subject",
+                       "maximum subscriptions exceeded")):
         return ServerError(message), True
     if (
         "authorization" in low
@@ -117,6 +120,7 @@ class NatsProtocol(Protocol):
         self.parser = Parser(max_control_line=max_control_line)
         #: INFO from the server (the latest one).
         self.info: dict[str, Any] = {}
+        self._got_info = False
         #: Fires with this protocol once the server answered CONNECT+PING with PONG.
         self.handshake: Deferred[NatsProtocol] = Deferred(self._cancel_handshake)
         self.ready = False
@@ -132,6 +136,7 @@ class NatsProtocol(Protocol):
         # One entry per PING we sent: a Deferred to fire on its PONG, or None.
         self._pongs: deque[Deferred[None] | None] = deque()
         self._ping_call: IDelayedCall | None = None
+        self._close_call: IDelayedCall | None = None
         self._close_reason: NatsError | None = None
         self._in_data = False
 
@@ -151,10 +156,10 @@ class NatsProtocol(Protocol):
         self.lost = True
         was_ready = self.ready
         self.ready = False
-        for call in (self._ping_call, self._flush_call):
+        for call in (self._ping_call, self._flush_call, self._close_call):
             if call is not None and call.active():
                 call.cancel()
-        self._ping_call = self._flush_call = None
+        self._ping_call = self._flush_call = self._close_call = None
         err = self._close_reason
         if err is None:
             if self.tls_active and _is_tls_failure(reason):
@@ -164,7 +169,7 @@ class NatsProtocol(Protocol):
         if not self.handshake.called:
             fail = err if isinstance(err, ConnectError) else ConnectError(str(err))
             self.handshake.errback(fail)
-        elif was_ready or self.info:
+        elif was_ready or self._got_info:
             # The handler may take the unsent publishes and the pending PINGs first.
             self.handler.connection_lost(self, err)
         self._out.clear()
@@ -213,6 +218,8 @@ class NatsProtocol(Protocol):
             # TLS waits for a registered producer to go before it shuts down.
             self.transport.unregisterProducer()  # type: ignore[attr-defined]
             self.transport.loseConnection()
+            # A peer that stops reading must not keep us waiting forever.
+            self._close_call = self.clock.callLater(CLOSE_TIMEOUT, self.abort)
 
     # ------------------------------------------------------------------ inbound
     def dataReceived(self, data: bytes) -> None:
@@ -231,7 +238,7 @@ class NatsProtocol(Protocol):
         self._dispatch(events)
 
     def _dispatch(self, events: list[Any] | list[object]) -> None:
-        if not self.info and events and type(events[0]) not in (Info, Err):
+        if not self._got_info and events and type(events[0]) not in (Info, Err):
             # The server speaks first, with INFO; anything else is not a NATS server.
             self.abort(ProtocolError(f"expected INFO first, got {type(events[0]).__name__}"))
             return
@@ -258,7 +265,8 @@ class NatsProtocol(Protocol):
         return self._close_reason is not None
 
     def _on_info(self, info: dict[str, Any]) -> None:
-        first = not self.info
+        first = not self._got_info
+        self._got_info = True
         self.info = info
         mp = info.get("max_payload")
         if isinstance(mp, int):
@@ -270,6 +278,12 @@ class NatsProtocol(Protocol):
                 options = self.handler.connect_options(info)
             except NatsError as e:
                 self.abort(e)
+                return
+            except Exception as e:
+                # User credential callbacks (token_handler, user_jwt_cb, signature_cb)
+                # run here: their errors must not escape dataReceived.
+                log.failure("Building CONNECT failed")
+                self.abort(ConnectError(f"cannot build CONNECT: {e!r}"))
                 return
             options["tls_required"] = self.tls_active
             self._write_now(encode_connect(options) + PING)
@@ -306,7 +320,7 @@ class NatsProtocol(Protocol):
 
     def _on_pong(self) -> None:
         if not self.ready:
-            if not self.info:
+            if not self._got_info:
                 self.abort(ProtocolError("PONG before INFO"))
                 return
             self.ready = True

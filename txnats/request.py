@@ -68,6 +68,7 @@ class RequestMux:
             pending_bytes_limit=MUX_PENDING_BYTES,
         )
         self.subscription._on_drop = self._on_drop
+        self.subscription.when_ended().addCallback(self._ended)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -120,6 +121,19 @@ class RequestMux:
                     f"response to request on {p.subject!r} dropped: inbox pending limits reached"
                 ),
             )
+
+    def _ended(self, _: object) -> None:
+        """The inbox subscription ended (refused by the server, or the client closed)."""
+        reason = self.subscription._end_reason
+        self._client._mux_ended(self)
+        for token in list(self._pending):
+            p = self._pop(token)
+            if p is not None:
+                p.deferred.errback(
+                    reason
+                    if isinstance(reason, Exception)
+                    else ConnectionClosedError("request inbox ended")
+                )
 
     def fail_all(self, reason: str) -> None:
         """Fail every pending request (the client is closing)."""

@@ -1,0 +1,1123 @@
+"""Unit tests for :class:`txnats.Client` with no sockets, no sleeps and no server.
+
+The client dials through endpoint strings (``tcp:host=...:port=...``), which end in
+``reactor.connectTCP``; ``MemoryReactorClock`` records each dial, and the test plays the
+server by building the protocol from the recorded factory and attaching a
+``StringTransport``. Time moves only with ``clock.advance``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from random import Random
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.error import ConnectionDone, ConnectionRefusedError
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from txnats import Client, ClientState
+from txnats.client import Options
+from txnats.errors import (
+    AuthorizationError,
+    BadSubjectError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionDrainingError,
+    FlushTimeoutError,
+    MaxPayloadError,
+    NoRespondersError,
+    NoServersError,
+    OutboundBufferFullError,
+    PermissionViolationError,
+    SlowConsumerError,
+    TimeoutError,
+)
+from txnats.protocol.events import Msg
+from txnats.protocol.headers import encode_headers
+
+INFO: dict[str, Any] = {
+    "server_id": "NTEST",
+    "version": "2.10.0",
+    "proto": 1,
+    "max_payload": 1048576,
+    "headers": True,
+}
+
+
+def endpoint(port: int = 4222) -> str:
+    return f"tcp:host=127.0.0.1:port={port}"
+
+
+def info_line(**fields: Any) -> bytes:
+    return b"INFO " + json.dumps({**INFO, **fields}).encode() + b"\r\n"
+
+
+def msg_frame(subject: str, sid: int, data: bytes = b"", reply: str | None = None) -> bytes:
+    rep = b"" if reply is None else reply.encode() + b" "
+    return b"MSG %s %d %s%d\r\n%s\r\n" % (subject.encode(), sid, rep, len(data), data)
+
+
+class CountingTransport(StringTransport):
+    """A StringTransport that remembers each ``write`` call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        super().write(data)
+
+    def reset(self) -> None:
+        self.clear()
+        self.writes = []
+
+
+class ServerSide:
+    """The far end of one recorded dial: feeds bytes in, reads what the client wrote."""
+
+    def __init__(self, clock: MemoryReactorClock, index: int = -1) -> None:
+        self.host, self.port, self.factory, _, _ = clock.tcpClients[index]
+        self.connector = clock.connectors[index]
+        self.protocol = self.factory.buildProtocol(None)
+        self.transport = CountingTransport()
+        self.protocol.makeConnection(self.transport)
+        self.lost = False
+        self._answered = 0
+
+    def send(self, data: bytes) -> None:
+        self.protocol.dataReceived(data)
+
+    def lose(self) -> None:
+        if not self.lost:
+            self.lost = True
+            self.protocol.connectionLost(Failure(ConnectionDone()))
+
+    def reset(self) -> None:
+        self.transport.reset()
+        self._answered = 0
+
+    def answer_pings(self) -> int:
+        """PONG every PING the client wrote and that is not answered yet."""
+        n = self.transport.value().count(b"PING\r\n") - self._answered
+        if n and not self.lost:
+            self._answered += n
+            self.send(b"PONG\r\n" * n)
+        return n
+
+
+class ClientTestMixin:
+    clock: MemoryReactorClock
+    client: Client
+
+    def make_client(self, servers: list[str] | None = None, **opts: Any) -> Client:
+        self.clock = MemoryReactorClock()
+        opts.setdefault("no_randomize", True)
+        self.client = Client(self.clock, servers or [endpoint()], Options(**opts), rng=Random(1))
+        return self.client
+
+    def accept(self, index: int = -1, reset: bool = True, **info: Any) -> ServerSide:
+        """Complete the pending dial and the handshake; return the server side."""
+        server = ServerSide(self.clock, index)
+        server.send(info_line(**info))
+        server.send(b"PONG\r\n")
+        self.clock.advance(0)
+        if reset:
+            server.reset()
+        return server
+
+    def connected(self, **opts: Any) -> tuple[Client, ServerSide]:
+        info = opts.pop("info", {})
+        client = self.make_client(**opts)
+        d = client._start()
+        self.clock.advance(0)
+        server = self.accept(**info)
+        assert self.successResultOf(d) is client  # type: ignore[attr-defined]
+        return client, server
+
+    def fail_dials(self) -> list[tuple[float, int]]:
+        """Refuse every new dial until the client stops trying; return (time, port) of each."""
+        clock = self.clock
+        attempts: list[tuple[float, int]] = []
+        seen = len(clock.tcpClients)
+        for _ in range(10_000):
+            while seen < len(clock.tcpClients):
+                _, port, factory, _, _ = clock.tcpClients[seen]
+                attempts.append((clock.seconds(), port))
+                factory.clientConnectionFailed(
+                    clock.connectors[seen], Failure(ConnectionRefusedError())
+                )
+                seen += 1
+            calls = clock.getDelayedCalls()
+            if not calls:
+                break
+            clock.advance(max(0.0, min(c.getTime() for c in calls) - clock.seconds()))
+        return attempts
+
+    def pump(self, server: ServerSide | None, turns: int = 20) -> None:
+        """Play a cooperative server: answer PINGs, close when the client closes."""
+        for _ in range(turns):
+            self.clock.advance(0)
+            if server is None or server.lost:
+                continue
+            server.answer_pings()
+            if server.transport.disconnecting:
+                server.lose()
+
+
+class ConnectTests(ClientTestMixin, SynchronousTestCase):
+    def test_connect_fires_after_handshake(self) -> None:
+        """The connect Deferred fires only after INFO, CONNECT+PING and PONG."""
+        client = self.make_client()
+        d = client._start()
+        self.assertEqual(self.clock.tcpClients, [])
+        self.clock.advance(0)
+        self.assertEqual(len(self.clock.tcpClients), 1)
+        self.assertEqual(client.state, ClientState.CONNECTING)
+        server = ServerSide(self.clock)
+        self.assertNoResult(d)
+        server.send(info_line())
+        self.assertNoResult(d)
+        self.assertTrue(server.transport.value().startswith(b"CONNECT "))
+        server.send(b"+OK\r\n")
+        self.clock.advance(0)
+        self.assertNoResult(d)
+        server.send(b"PONG\r\n")
+        self.assertNoResult(d)  # not from inside dataReceived
+        self.clock.advance(0)
+        self.assertIs(self.successResultOf(d), client)
+        self.assertEqual(client.state, ClientState.CONNECTED)
+        self.assertTrue(client.is_connected)
+        self.assertEqual(client.connected_url, endpoint())
+        self.assertEqual(client.server_info["server_id"], "NTEST")
+
+    def test_first_connect_auth_error(self) -> None:
+        """A server refusing the credentials fails connect with AuthorizationError."""
+        client = self.make_client(user="u", password="bad")
+        d = client._start()
+        self.clock.advance(0)
+        server = ServerSide(self.clock)
+        server.send(info_line(auth_required=True))
+        server.send(b"-ERR 'Authorization Violation'\r\n")
+        self.assertTrue(server.transport.disconnected)
+        server.lose()
+        self.clock.advance(0)
+        self.failureResultOf(d, AuthorizationError)
+        self.assertTrue(client.is_closed)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_failing_token_handler(self) -> None:
+        """A token_handler that raises fails the attempt (logged), never dataReceived."""
+
+        def token_handler() -> str:
+            raise ValueError("token service down")
+
+        client = self.make_client(token_handler=token_handler)
+        d = client._start()
+        self.clock.advance(0)
+        server = ServerSide(self.clock)
+        server.send(info_line(auth_required=True))
+        self.assertTrue(server.transport.disconnected)
+        self.assertEqual(server.transport.value(), b"")
+        server.lose()
+        self.clock.advance(0)
+        f = self.failureResultOf(d, ConnectError)
+        self.assertIn("token service down", str(f.value))
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
+        self.assertTrue(client.is_closed)
+
+    def test_first_connect_tries_each_server_once(self) -> None:
+        """Without retry_on_failed_connect each server is dialled once, then NoServersError."""
+        client = self.make_client([endpoint(4222), endpoint(4223), endpoint(4224)])
+        d = client._start()
+        attempts = self.fail_dials()
+        self.assertEqual([p for _, p in attempts], [4222, 4223, 4224])
+        self.assertEqual({t for t, _ in attempts}, {0.0})
+        self.failureResultOf(d, NoServersError)
+        self.assertTrue(client.is_closed)
+
+    def test_connect_timeout(self) -> None:
+        """A dial that never completes is cancelled after connect_timeout."""
+        client = self.make_client(connect_timeout=1.5)
+        d = client._start()
+        self.clock.advance(0)
+        connector = self.clock.connectors[0]
+        self.clock.advance(1.5 - 1 / 64)
+        self.assertNoResult(d)
+        self.assertFalse(connector.stoppedConnecting)
+        self.clock.advance(1 / 64)
+        self.assertTrue(connector.stoppedConnecting)
+        f = self.failureResultOf(d, NoServersError)
+        self.assertIn("timed out after 1.5s", str(f.value))
+        self.clock.advance(0)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_handshake_timeout(self) -> None:
+        """A server that never sends PONG is aborted after connect_timeout."""
+        client = self.make_client(connect_timeout=2.0)
+        d = client._start()
+        self.clock.advance(0)
+        server = ServerSide(self.clock)
+        server.send(info_line())
+        self.clock.advance(2.0)
+        self.assertTrue(server.transport.disconnected)
+        server.lose()
+        self.failureResultOf(d, ConnectError)
+        self.clock.advance(0)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
+    def test_attempts_and_waits(self) -> None:
+        """3 dead servers x max_reconnect_attempts=5 -> 15 dials, reconnect_wait honoured."""
+        closed: list[None] = []
+        wait, jitter = 2.0, 0.25
+        client = self.make_client(
+            [endpoint(4222), endpoint(4223), endpoint(4224)],
+            max_reconnect_attempts=5,
+            retry_on_failed_connect=True,
+            reconnect_wait=wait,
+            reconnect_jitter=jitter,
+            closed_cb=lambda: closed.append(None),
+        )
+        d = client._start()
+        attempts = self.fail_dials()
+        self.assertEqual(len(attempts), 15)
+        self.assertEqual(Counter(p for _, p in attempts), {4222: 5, 4223: 5, 4224: 5})
+        self.assertEqual([p for _, p in attempts[:6]], [4222, 4223, 4224] * 2)
+        for port in (4222, 4223, 4224):
+            times = [t for t, p in attempts if p == port]
+            for a, b in itertools.pairwise(times):
+                self.assertGreaterEqual(b - a, wait)
+                self.assertLessEqual(b - a, wait + jitter + 1e-9)
+        f = self.failureResultOf(d, NoServersError)
+        self.assertIsInstance(f.value, ConnectError)
+        self.assertEqual(client.state, ClientState.CLOSED)
+        self.assertEqual(closed, [None])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_random_pools(self) -> None:
+        """For seeded random pool sizes and attempt limits, dials = servers x attempts."""
+        rng = Random(99)
+        for _ in range(10):
+            n = rng.randint(1, 5)
+            k = rng.randint(1, 6)
+            client = self.make_client(
+                [endpoint(5000 + i) for i in range(n)],
+                max_reconnect_attempts=k,
+                retry_on_failed_connect=True,
+                reconnect_wait=rng.randint(1, 16) / 4,
+            )
+            d = client._start()
+            attempts = self.fail_dials()
+            self.assertEqual(len(attempts), n * k, (n, k))
+            self.failureResultOf(d, NoServersError)
+
+
+class PublishTests(ClientTestMixin, SynchronousTestCase):
+    def test_publish_coalesced(self) -> None:
+        """Publishes write nothing during the turn, then exactly one write."""
+        client, server = self.connected()
+        for i in range(5):
+            client.publish("a.b", b"%d" % i)
+        self.assertEqual(server.transport.writes, [])
+        self.clock.advance(0)
+        self.assertEqual(
+            server.transport.writes, [b"".join(b"PUB a.b 1\r\n%d\r\n" % i for i in range(5))]
+        )
+        self.assertEqual(client.stats.out_msgs, 5)
+
+    def test_publish_with_reply_and_headers(self) -> None:
+        """Reply subjects and headers are encoded as PUB ... reply / HPUB."""
+        client, server = self.connected()
+        client.publish("a", b"x", reply="r.1")
+        client.publish("b", b"yz", headers={"K": "v"})
+        self.clock.advance(0)
+        hdr = encode_headers({"K": "v"})
+        self.assertEqual(
+            server.transport.value(),
+            b"PUB a r.1 1\r\nx\r\n" + b"HPUB b %d %d\r\n%syz\r\n" % (len(hdr), len(hdr) + 2, hdr),
+        )
+
+    def test_bad_subjects_raise_and_write_nothing(self) -> None:
+        """publish() with a bad subject or reply raises BadSubjectError and queues nothing."""
+        client, server = self.connected()
+        for subject in ["", "a b", "a..b", "a.*", "a.>", ".a", "a.", "a\r\nPUB x 0"]:
+            self.assertRaises(BadSubjectError, client.publish, subject, b"x")
+        self.assertRaises(BadSubjectError, client.publish, "ok", b"x", reply="bad reply")
+        self.assertEqual(client.pending_bytes, 0)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"")
+        self.assertEqual(client.stats.out_msgs, 0)
+
+    def test_max_payload_counts_headers(self) -> None:
+        """MaxPayloadError above INFO max_payload, headers included; the limit itself is ok."""
+        client, server = self.connected(info={"max_payload": 64})
+        self.assertEqual(client.max_payload, 64)
+        self.assertRaises(MaxPayloadError, client.publish, "a", b"x" * 65)
+        headers = {"X-Long": "y" * 10}
+        hlen = len(encode_headers(headers))
+        self.assertRaises(MaxPayloadError, client.publish, "a", b"x" * (65 - hlen), None, headers)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"")
+        client.publish("a", b"x" * 64)
+        client.publish("a", b"x" * (64 - hlen), headers=headers)
+        self.clock.advance(0)
+        self.assertEqual(len(server.transport.writes), 1)
+        self.assertEqual(server.transport.value().count(b"PUB a 64\r\n"), 1)
+
+    def test_outbound_buffer_bound(self) -> None:
+        """OutboundBufferFullError past max_outbound_bytes; that call writes nothing."""
+        client, server = self.connected(max_outbound_bytes=100)
+        frame = b"PUB s 50\r\n" + b"z" * 50 + b"\r\n"
+        client.publish("s", b"z" * 50)
+        self.assertEqual(client.pending_bytes, len(frame))
+        self.assertRaises(OutboundBufferFullError, client.publish, "s", b"q" * 50)
+        self.assertEqual(client.pending_bytes, len(frame))
+        self.clock.advance(0)
+        self.assertEqual(server.transport.writes, [frame])
+        # The buffer was handed to the socket: there is room again.
+        self.successResultOf(client.wait_for_room())
+        client.publish("s", b"z" * 50)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.writes, [frame, frame])
+
+    def test_publish_after_close_raises(self) -> None:
+        """publish() on a closed client raises ConnectionClosedError."""
+        client, server = self.connected()
+        client.close()
+        server.lose()
+        self.assertRaises(ConnectionClosedError, client.publish, "a", b"")
+        self.clock.advance(0)
+
+    def test_publish_while_connecting_is_sent_after_connect(self) -> None:
+        """Publishes made before the first connect go out after the handshake, in order."""
+        client = self.make_client()
+        d = client._start()
+        client.publish("early", b"1")
+        client.subscribe("s")
+        client.publish("early", b"2")
+        self.clock.advance(0)
+        server = self.accept(reset=False)
+        self.successResultOf(d)
+        self.clock.advance(0)
+        handshake, frames = server.transport.writes
+        self.assertTrue(handshake.startswith(b"CONNECT "))
+        self.assertEqual(frames, b"SUB s 1\r\nPUB early 1\r\n1\r\nPUB early 1\r\n2\r\n")
+
+
+class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
+    def test_sub_written(self) -> None:
+        """subscribe() writes SUB (with the queue group) at the end of the turn."""
+        client, server = self.connected()
+        client.subscribe("a.*", lambda m: None)
+        client.subscribe("b.>", lambda m: None, queue="workers")
+        self.clock.advance(0)
+        self.assertEqual(server.transport.writes, [b"SUB a.* 1\r\nSUB b.> workers 2\r\n"])
+
+    def test_bad_subscribe_subject(self) -> None:
+        """subscribe() with an invalid subject or queue raises and writes nothing."""
+        client, server = self.connected()
+        self.assertRaises(BadSubjectError, client.subscribe, "a..b")
+        self.assertRaises(BadSubjectError, client.subscribe, "a.>.b")
+        self.assertRaises(BadSubjectError, client.subscribe, "a", None, "bad queue")
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"")
+        self.assertEqual(client.subscriptions, [])
+
+    def test_delivery_in_next_turn(self) -> None:
+        """A MSG is not handed to the handler inside dataReceived, but on the next turn."""
+        client, server = self.connected()
+        got: list[Msg] = []
+        client.subscribe("a", got.append)
+        self.clock.advance(0)
+        server.send(msg_frame("a", 1, b"hello", reply="r"))
+        self.assertEqual(got, [])
+        self.clock.advance(0)
+        self.assertEqual([(m.subject, m.data, m.reply) for m in got], [("a", b"hello", "r")])
+        self.assertEqual(client.stats.in_msgs, 1)
+
+    def test_one_turn_for_a_batch(self) -> None:
+        """1000 messages in one dataReceived schedule exactly one turn, delivered in order."""
+        client, server = self.connected()
+        got: list[bytes] = []
+        client.subscribe("a", lambda m: got.append(m.data))
+        self.clock.advance(0)
+        before = len(self.clock.getDelayedCalls())
+        server.send(b"".join(msg_frame("a", 1, b"%d" % i) for i in range(1000)))
+        self.assertEqual(len(self.clock.getDelayedCalls()) - before, 1)
+        self.assertEqual(got, [])
+        self.clock.advance(0)
+        self.assertEqual(got, [b"%d" % i for i in range(1000)])
+
+    def test_one_turn_for_many_subscriptions(self) -> None:
+        """Messages for several subscriptions in one read still cost one scheduled turn."""
+        client, server = self.connected()
+        got: list[str] = []
+        for subject in ("a", "b", "c"):
+            client.subscribe(subject, lambda m: got.append(m.subject))
+        self.clock.advance(0)
+        before = len(self.clock.getDelayedCalls())
+        server.send(b"".join(msg_frame(s, i + 1) for _ in range(100) for i, s in enumerate("abc")))
+        self.assertEqual(len(self.clock.getDelayedCalls()) - before, 1)
+        self.clock.advance(0)
+        self.assertEqual(Counter(got), {"a": 100, "b": 100, "c": 100})
+
+    def test_subscription_drain(self) -> None:
+        """sub.drain(): UNSUB + PING; messages before the PONG are handled, then it ends."""
+        client, server = self.connected()
+        got: list[bytes] = []
+        sub = client.subscribe("a", lambda m: got.append(m.data))
+        self.clock.advance(0)
+        server.reset()
+        d = sub.drain()
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"UNSUB 1\r\nPING\r\n")
+        server.send(msg_frame("a", 1, b"late") + b"PONG\r\n")
+        self.assertNoResult(d)
+        self.clock.advance(0)
+        self.clock.advance(0)
+        self.assertEqual(got, [b"late"])
+        self.successResultOf(d)
+        self.assertFalse(sub.is_active)
+        self.assertEqual(client.subscriptions, [])
+        self.assertTrue(client.is_connected)
+
+    def test_handler_exception_does_not_stop_delivery(self) -> None:
+        """A handler that raises is logged and reported; later messages still arrive."""
+        errors: list[Exception] = []
+        client, server = self.connected(error_cb=errors.append)
+        got: list[bytes] = []
+
+        def handler(m: Msg) -> None:
+            if m.data == b"bad":
+                raise ZeroDivisionError("boom")
+            got.append(m.data)
+
+        client.subscribe("a", handler)
+        self.clock.advance(0)
+        server.send(msg_frame("a", 1, b"1") + msg_frame("a", 1, b"bad") + msg_frame("a", 1, b"2"))
+        self.clock.advance(0)
+        self.clock.advance(0)
+        self.assertEqual(got, [b"1", b"2"])
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        self.assertEqual([type(e) for e in errors], [ZeroDivisionError])
+        self.assertTrue(client.is_connected)
+
+    def test_pending_limits_drop_count_report_once(self) -> None:
+        """Past the pending limit messages are dropped, counted, and reported once per episode."""
+        errors: list[Exception] = []
+        client, server = self.connected(error_cb=errors.append)
+        got: list[bytes] = []
+        sub = client.subscribe("a", lambda m: got.append(m.data), pending_msgs_limit=10)
+        self.clock.advance(0)
+        server.send(b"".join(msg_frame("a", 1, b"%d" % i) for i in range(25)))
+        self.assertEqual(sub.pending_msgs, 10)
+        self.assertEqual(sub.dropped, 15)
+        self.clock.advance(0)
+        self.assertEqual(got, [b"%d" % i for i in range(10)])
+        self.assertEqual(len(errors), 1)
+        err = errors[0]
+        self.assertIsInstance(err, SlowConsumerError)
+        assert isinstance(err, SlowConsumerError)
+        self.assertEqual((err.sid, err.subject), (1, "a"))
+        # A second episode is reported again.
+        server.send(b"".join(msg_frame("a", 1, b"x") for i in range(25)))
+        self.clock.advance(0)
+        self.assertEqual(sub.dropped, 30)
+        self.assertEqual(sub.received, 50)
+        self.assertEqual(len(errors), 2)
+
+    def test_pending_bytes_limit(self) -> None:
+        """The byte limit drops messages that would exceed it."""
+        client, server = self.connected()
+        sub = client.subscribe("a", lambda m: None, pending_bytes_limit=10)
+        self.clock.advance(0)
+        server.send(msg_frame("a", 1, b"12345") * 3)
+        self.assertEqual((sub.pending_msgs, sub.pending_bytes, sub.dropped), (2, 10, 1))
+        self.clock.advance(0)
+        self.assertEqual(sub.delivered, 2)
+
+    def test_max_msgs_sends_unsub_and_ends(self) -> None:
+        """subscribe(max_msgs=N) sends UNSUB sid N and ends after N messages."""
+        client, server = self.connected()
+        got: list[bytes] = []
+        sub = client.subscribe("a", lambda m: got.append(m.data), max_msgs=2)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"SUB a 1\r\nUNSUB 1 2\r\n")
+        server.send(msg_frame("a", 1, b"1") + msg_frame("a", 1, b"2") + msg_frame("a", 1, b"3"))
+        self.clock.advance(0)
+        self.assertEqual(got, [b"1", b"2"])
+        self.assertFalse(sub.is_active)
+        self.successResultOf(sub.when_ended())
+
+    def test_next_msg_timeout(self) -> None:
+        """next_msg() fails with TimeoutError at exactly its timeout."""
+        client, _server = self.connected()
+        sub = client.subscribe("a")
+        d = sub.next_msg(timeout=0.5)
+        self.clock.advance(0.5 - 1 / 64)
+        self.assertNoResult(d)
+        self.clock.advance(1 / 64)
+        self.failureResultOf(d, TimeoutError)
+
+    def test_permission_violation_on_subscribe_ends_sub(self) -> None:
+        """A subscribe permissions violation ends that subscription; the connection lives."""
+        errors: list[Exception] = []
+        client, server = self.connected(error_cb=errors.append)
+        sub = client.subscribe("secret", lambda m: None)
+        other = client.subscribe("open", lambda m: None)
+        self.clock.advance(0)
+        server.send(b"-ERR 'Permissions Violation for Subscription to \"secret\"'\r\n")
+        self.clock.advance(0)
+        self.assertFalse(sub.is_active)
+        self.assertTrue(other.is_active)
+        self.assertTrue(client.is_connected)
+        self.assertFalse(server.transport.disconnecting)
+        self.assertEqual([type(e) for e in errors], [PermissionViolationError])
+
+
+class RequestTests(ClientTestMixin, SynchronousTestCase):
+    def reply_subject(self, server: ServerSide, subject: str) -> str:
+        m = re.search(rb"PUB " + subject.encode() + rb" (\S+) ", server.transport.value())
+        assert m is not None
+        return m.group(1).decode()
+
+    def test_response(self) -> None:
+        """A response on the reply subject fires the request with the message."""
+        client, server = self.connected()
+        d = client.request("svc", b"q", timeout=1.0)
+        self.clock.advance(0)
+        reply = self.reply_subject(server, "svc")
+        self.assertIn(
+            b"SUB " + reply.rsplit(".", 1)[0].encode() + b".* 1\r\n", server.transport.value()
+        )
+        server.send(msg_frame(reply, 1, b"answer"))
+        self.assertNoResult(d)
+        self.clock.advance(0)
+        self.assertEqual(self.successResultOf(d).data, b"answer")
+        assert client._mux is not None
+        self.assertEqual(len(client._mux), 0)
+
+    def test_timeout_exact(self) -> None:
+        """A request fails with txnats.TimeoutError at exactly its timeout."""
+        client, _server = self.connected()
+        d = client.request("svc", b"q", timeout=2.5)
+        self.clock.advance(2.5 - 1 / 64)
+        self.assertNoResult(d)
+        self.clock.advance(1 / 64)
+        f = self.failureResultOf(d, TimeoutError)
+        self.assertIsInstance(f.value, TimeoutError)
+        assert client._mux is not None
+        self.assertEqual(len(client._mux), 0)
+
+    def test_late_response_dropped(self) -> None:
+        """A response after the timeout is dropped quietly."""
+        client, server = self.connected()
+        d = client.request("svc", b"q", timeout=1.0)
+        self.clock.advance(0)
+        reply = self.reply_subject(server, "svc")
+        self.clock.advance(1.0)
+        self.failureResultOf(d, TimeoutError)
+        server.send(msg_frame(reply, 1, b"late"))
+        self.clock.advance(0)
+        self.assertTrue(client.is_connected)
+
+    def test_no_responders(self) -> None:
+        """A 503 status HMSG fails the request with NoRespondersError."""
+        client, server = self.connected()
+        d = client.request("svc", b"q", timeout=5.0)
+        self.clock.advance(0)
+        reply = self.reply_subject(server, "svc")
+        hdr = b"NATS/1.0 503\r\n\r\n"
+        server.send(b"HMSG %s 1 %d %d\r\n%s\r\n" % (reply.encode(), len(hdr), len(hdr), hdr))
+        self.clock.advance(0)
+        self.failureResultOf(d, NoRespondersError)
+        assert client._mux is not None
+        self.assertEqual(len(client._mux), 0)
+        # Its timer is gone: only the ping timer is left.
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+
+    def test_cancel_removes_entry(self) -> None:
+        """Cancelling a request removes its entry and its timer."""
+        client, _server = self.connected()
+        d = client.request("svc", b"q", timeout=5.0)
+        assert client._mux is not None
+        self.assertEqual(len(client._mux), 1)
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.assertEqual(len(client._mux), 0)
+        self.clock.advance(0)
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+
+    def test_requests_fail_on_close(self) -> None:
+        """Pending requests fail with ConnectionClosedError when the client closes."""
+        client, server = self.connected()
+        d = client.request("svc", b"q", timeout=5.0)
+        client.close()
+        self.failureResultOf(d, ConnectionClosedError)
+        server.lose()
+        self.clock.advance(0)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_bad_subject_request_fails(self) -> None:
+        """A request to an invalid subject fails at once and leaves no entry."""
+        client, _server = self.connected()
+        self.failureResultOf(client.request("bad subject", b""), BadSubjectError)
+        assert client._mux is not None
+        self.assertEqual(len(client._mux), 0)
+
+
+class FlushTests(ClientTestMixin, SynchronousTestCase):
+    def test_flush_fires_on_pong(self) -> None:
+        """flush() sends PING and fires in the turn after the PONG."""
+        client, server = self.connected()
+        client.publish("a", b"x")
+        d = client.flush(timeout=5.0)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.writes, [b"PUB a 1\r\nx\r\nPING\r\n"])
+        self.assertNoResult(d)
+        server.send(b"PONG\r\n")
+        self.assertNoResult(d)
+        self.clock.advance(0)
+        self.assertIsNone(self.successResultOf(d))
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)  # the ping timer only
+
+    def test_flush_timeout(self) -> None:
+        """Without a PONG, flush fails with FlushTimeoutError at its timeout."""
+        client, server = self.connected()
+        d = client.flush(timeout=1.5)
+        self.clock.advance(1.5 - 1 / 64)
+        self.assertNoResult(d)
+        self.clock.advance(1 / 64)
+        self.failureResultOf(d, FlushTimeoutError)
+        server.send(b"PONG\r\n")  # late PONG: harmless
+        self.clock.advance(0)
+        self.assertTrue(client.is_connected)
+
+    def test_flush_fails_on_close(self) -> None:
+        """A pending flush fails with ConnectionClosedError when the client closes."""
+        client, server = self.connected()
+        d = client.flush(timeout=5.0)
+        closed = client.close()
+        server.lose()
+        self.clock.advance(0)
+        self.failureResultOf(d, ConnectionClosedError)
+        self.successResultOf(closed)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.failureResultOf(client.flush(), ConnectionClosedError)
+
+    def test_flush_while_reconnecting(self) -> None:
+        """A flush made while reconnecting is answered on the new connection."""
+        client, server = self.connected(reconnect_wait=1.0, reconnect_jitter=0)
+        server.lose()
+        d = client.flush(timeout=10.0)
+        self.clock.advance(1.0)
+        new = self.accept(reset=False)
+        handshake, after = new.transport.writes
+        self.assertTrue(handshake.endswith(b"PING\r\n"))
+        self.assertNoResult(d)
+        self.assertEqual(after, b"PING\r\n")
+        new.send(b"PONG\r\n")
+        self.clock.advance(0)
+        self.successResultOf(d)
+
+    def test_rtt(self) -> None:
+        """rtt() measures PING->PONG with the clock."""
+        client, server = self.connected()
+        d = client.rtt()
+        self.clock.advance(0.25)
+        server.send(b"PONG\r\n")
+        self.clock.advance(0)
+        self.assertEqual(self.successResultOf(d), 0.25)
+
+
+class CloseDrainTests(ClientTestMixin, SynchronousTestCase):
+    """close() and drain(), called twice, in every state the client can be in."""
+
+    def setup_state(self, state: str) -> tuple[ServerSide | None, Deferred[Client] | None]:
+        self.closed_calls: list[None] = []
+        client = self.make_client(
+            closed_cb=lambda: self.closed_calls.append(None),
+            reconnect_wait=1.0,
+            reconnect_jitter=0.0,
+        )
+        first: Deferred[Client] | None = client._start()
+        server: ServerSide | None = None
+        if state == "CONNECTING-scheduled":
+            pass
+        elif state == "CONNECTING-dialing":
+            self.clock.advance(0)
+        elif state == "CONNECTING-handshake":
+            self.clock.advance(0)
+            server = ServerSide(self.clock)
+            server.send(info_line())
+        else:
+            self.clock.advance(0)
+            server = self.accept()
+            assert first is not None
+            self.successResultOf(first)
+            first = None
+            client.subscribe("a", lambda m: None)
+            client.request("svc", b"", timeout=30.0).addErrback(lambda f: None)
+            self.clock.advance(0)
+            if state.startswith("RECONNECTING"):
+                server.lose()
+                self.assertEqual(client.state, ClientState.RECONNECTING)
+                server = None
+                if state != "RECONNECTING-waiting":
+                    self.clock.advance(1.0)
+                    self.assertEqual(len(self.clock.tcpClients), 2)
+                if state == "RECONNECTING-handshake":
+                    server = ServerSide(self.clock)
+                    server.send(info_line())
+            elif state == "CLOSED":
+                client.close()
+                self.pump(server)
+                self.assertEqual(client.state, ClientState.CLOSED)
+                self.closed_calls.clear()
+        return server, first
+
+    def check(self, state: str, op: Callable[[Client], Deferred[None]]) -> None:
+        server, first = self.setup_state(state)
+        client = self.client
+        results = [op(client), op(client)]
+        if op is Client.close or state != "CONNECTED":
+            self.assertEqual(client.state, ClientState.CLOSED)
+        if first is not None:
+            # The first connect never completed: it fails.
+            f = self.failureResultOf(first)
+            self.assertIsInstance(f.value, (ConnectionClosedError, ConnectError))
+        self.pump(server)
+        for d in results:
+            self.assertIsNone(self.successResultOf(d), (state, op))
+        self.assertEqual(self.clock.getDelayedCalls(), [], (state, op))
+        expected = [] if state == "CLOSED" else [None]
+        self.assertEqual(self.closed_calls, expected, (state, op))
+        if server is not None:
+            self.assertTrue(server.transport.disconnecting or server.transport.disconnected)
+        # Once more, now that it is closed.
+        again = [op(client), op(client)]
+        self.clock.advance(0)
+        for d in again:
+            self.successResultOf(d)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.assertEqual(self.closed_calls, expected)
+
+    STATES = [
+        "CONNECTING-scheduled",
+        "CONNECTING-dialing",
+        "CONNECTING-handshake",
+        "CONNECTED",
+        "RECONNECTING-waiting",
+        "RECONNECTING-dialing",
+        "RECONNECTING-handshake",
+        "CLOSED",
+    ]
+
+    def test_close_every_state(self) -> None:
+        """close() twice in every state: all Deferreds fire, no timers, closed_cb once."""
+        for state in self.STATES:
+            self.check(state, Client.close)
+
+    def test_drain_every_state(self) -> None:
+        """drain() twice in every state: all Deferreds fire, no timers, closed_cb once."""
+        for state in self.STATES:
+            self.check(state, Client.drain)
+
+    def test_close_waits_for_connection_loss(self) -> None:
+        """close() fires only once the socket is gone."""
+        client, server = self.connected()
+        d = client.close()
+        self.assertTrue(server.transport.disconnecting)
+        self.clock.advance(0)
+        self.assertNoResult(d)
+        server.lose()
+        self.clock.advance(0)
+        self.successResultOf(d)
+
+    def test_close_cancels_dial(self) -> None:
+        """close() while dialling stops the connector."""
+        client = self.make_client()
+        d = client._start()
+        self.clock.advance(0)
+        client.close()
+        self.assertTrue(self.clock.connectors[0].stoppedConnecting)
+        self.failureResultOf(d, ConnectionClosedError)
+
+    def test_close_aborts_handshake(self) -> None:
+        """close() during the handshake aborts the half-open connection."""
+        client = self.make_client()
+        d = client._start()
+        self.clock.advance(0)
+        server = ServerSide(self.clock)
+        server.send(info_line())
+        client.close()
+        self.assertTrue(server.transport.disconnected)
+        self.failureResultOf(d, ConnectionClosedError)
+        server.send(b"PONG\r\n")  # too late
+        server.lose()
+        self.clock.advance(0)
+        self.assertTrue(client.is_closed)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_drain_handles_pending_messages_first(self) -> None:
+        """drain() unsubscribes, delivers what was received, flushes, then closes."""
+        client, server = self.connected()
+        got: list[bytes] = []
+        client.subscribe("a", lambda m: got.append(m.data))
+        self.clock.advance(0)
+        server.reset()
+        d = client.drain()
+        self.assertTrue(client.is_draining)
+        self.assertRaises(ConnectionDrainingError, client.subscribe, "b")
+        server.send(msg_frame("a", 1, b"1") + msg_frame("a", 1, b"2"))
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"UNSUB 1\r\nPING\r\n")
+        # Handlers may still publish while subscriptions drain.
+        client.publish("reply", b"ok")
+        self.pump(server)
+        self.assertEqual(got, [b"1", b"2"])
+        self.assertIsNone(self.successResultOf(d))
+        self.assertIn(b"PUB reply 2\r\nok\r\n", server.transport.value())
+        self.assertTrue(client.is_closed)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_drain_refuses_publish_after_subs(self) -> None:
+        """Once subscriptions are drained, publish raises ConnectionDrainingError."""
+        client, server = self.connected()
+        d = client.drain()
+        self.clock.advance(0)
+        server.answer_pings()
+        self.clock.advance(0)
+        self.assertEqual(client.state, ClientState.DRAINING_PUBS)
+        self.assertRaises(ConnectionDrainingError, client.publish, "a", b"")
+        self.pump(server)
+        self.successResultOf(d)
+
+    def test_drain_timeout(self) -> None:
+        """A drain the server never answers fails with DrainTimeoutError and closes."""
+        from txnats.errors import DrainTimeoutError
+
+        client, server = self.connected(drain_timeout=3.0)
+        d = client.drain()
+        self.clock.advance(3.0 - 1 / 64)
+        self.assertNoResult(d)
+        self.clock.advance(1 / 64)
+        self.failureResultOf(d, DrainTimeoutError)
+        self.assertTrue(client.is_closed)
+        server.lose()
+        self.clock.advance(0)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_close_during_drain(self) -> None:
+        """close() during drain: both Deferreds fire and the client ends closed."""
+        client, server = self.connected()
+        drained = client.drain()
+        closed = client.close()
+        self.pump(server)
+        self.successResultOf(closed)
+        self.assertTrue(drained.called)
+        drained.addErrback(lambda f: f.trap(ConnectionClosedError))
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class UserCallbackTests(ClientTestMixin, SynchronousTestCase):
+    def boom(self, *args: object) -> None:
+        self.boom_calls += 1
+        raise ZeroDivisionError("user callback bug")
+
+    def setUp(self) -> None:
+        self.boom_calls = 0
+
+    def test_error_cb_raises(self) -> None:
+        """An error_cb that raises is logged; the connection is unaffected."""
+        client, server = self.connected(error_cb=self.boom)
+        server.send(b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n")
+        self.clock.advance(0)
+        self.assertEqual(self.boom_calls, 1)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        self.assertTrue(client.is_connected)
+        self.assertFalse(server.transport.disconnecting)
+        client.publish("y", b"")
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"PUB y 0\r\n\r\n")
+
+    def test_closed_cb_raises(self) -> None:
+        """A closed_cb that raises is logged; close() still fires."""
+        client, server = self.connected(closed_cb=self.boom)
+        d = client.close()
+        server.lose()
+        self.clock.advance(0)
+        self.successResultOf(d)
+        self.assertEqual(self.boom_calls, 1)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        self.assertTrue(client.is_closed)
+
+    def test_disconnected_cb_raises(self) -> None:
+        """A disconnected_cb that raises is logged; reconnecting goes on."""
+        client, server = self.connected(
+            disconnected_cb=self.boom,
+            reconnected_cb=self.boom,
+            reconnect_wait=1.0,
+            reconnect_jitter=0,
+        )
+        server.lose()
+        self.clock.advance(0)
+        self.assertEqual(self.boom_calls, 1)
+        self.assertEqual(client.state, ClientState.RECONNECTING)
+        self.clock.advance(1.0)
+        self.accept()
+        self.assertEqual(client.state, ClientState.CONNECTED)
+        self.clock.advance(0)
+        self.assertEqual(self.boom_calls, 2)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 2)
+
+    def test_callback_returning_failed_deferred(self) -> None:
+        """A callback whose Deferred fails is logged too."""
+        client, server = self.connected(closed_cb=lambda: fail(ZeroDivisionError("late")))
+        client.close()
+        server.lose()
+        self.clock.advance(0)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+
+
+class ReconnectTests(ClientTestMixin, SynchronousTestCase):
+    def test_lost_connection_reconnects(self) -> None:
+        """Loss while CONNECTED: disconnected_cb once, buffered publishes, SUBs before PUBs."""
+        events: list[str] = []
+        client, server = self.connected(
+            disconnected_cb=lambda e: events.append("disconnected"),
+            reconnected_cb=lambda: events.append("reconnected"),
+            reconnect_wait=2.0,
+            reconnect_jitter=0.0,
+            reconnect_buffer_size=3 * len(b"PUB p 1\r\nx\r\n"),
+        )
+        got: list[bytes] = []
+        client.subscribe("a", lambda m: None)
+        client.subscribe("b", lambda m: got.append(m.data), queue="q", max_msgs=5)
+        auto = client.subscribe("c")
+        auto.auto_unsubscribe(10)
+        self.clock.advance(0)
+        server.send(msg_frame("b", 2, b"1") + msg_frame("b", 2, b"2") + msg_frame("c", 3, b"x"))
+        self.clock.advance(0)
+        self.assertEqual(got, [b"1", b"2"])
+
+        server.lose()
+        self.assertEqual(client.state, ClientState.RECONNECTING)
+        self.assertFalse(client.is_connected)
+        self.assertIsNone(client.connected_url)
+        for i in range(3):
+            client.publish("p", b"%d" % i)
+        self.assertRaises(OutboundBufferFullError, client.publish, "p", b"3")
+        self.clock.advance(0)
+        self.assertEqual(events, ["disconnected"])
+        self.assertEqual(client.pending_bytes, 3 * len(b"PUB p 1\r\nx\r\n"))
+
+        self.assertEqual(len(self.clock.tcpClients), 1)
+        self.clock.advance(2.0)
+        self.assertEqual(len(self.clock.tcpClients), 2)
+        new = self.accept(reset=False)
+        self.assertEqual(client.state, ClientState.CONNECTED)
+        self.assertEqual(len(new.transport.writes), 2)
+        handshake, resent = new.transport.writes
+        self.assertTrue(handshake.startswith(b"CONNECT "))
+        self.assertEqual(
+            resent,
+            b"SUB a 1\r\n"
+            b"SUB b q 2\r\nUNSUB 2 3\r\n"
+            b"SUB c 3\r\nUNSUB 3 9\r\n"
+            b"PUB p 1\r\n0\r\nPUB p 1\r\n1\r\nPUB p 1\r\n2\r\n",
+        )
+        self.assertEqual(events, ["disconnected", "reconnected"])
+        self.assertEqual(client.stats.reconnects, 1)
+        self.assertEqual(client.pending_bytes, 0)
+        # Delivery continues on the new connection.
+        new.send(msg_frame("b", 2, b"3"))
+        self.clock.advance(0)
+        self.assertEqual(got, [b"1", b"2", b"3"])
+
+    def test_unsent_publishes_survive_reconnect(self) -> None:
+        """Publishes accepted but not yet written when the link drops go out after SUBs."""
+        client, server = self.connected(reconnect_wait=1.0, reconnect_jitter=0)
+        client.subscribe("a")
+        self.clock.advance(0)
+        client.publish("p", b"1")
+        server.lose()
+        client.publish("p", b"2")
+        self.clock.advance(1.0)
+        new = self.accept(reset=False)
+        self.assertEqual(new.transport.writes[1], b"SUB a 1\r\nPUB p 1\r\n1\r\nPUB p 1\r\n2\r\n")
+
+    def test_no_reconnect_when_disallowed(self) -> None:
+        """With allow_reconnect=False a lost connection closes the client."""
+        events: list[str] = []
+        client, server = self.connected(
+            allow_reconnect=False,
+            disconnected_cb=lambda e: events.append("disconnected"),
+            closed_cb=lambda: events.append("closed"),
+        )
+        server.lose()
+        self.assertTrue(client.is_closed)
+        self.clock.advance(0)
+        self.assertEqual(events, ["disconnected", "closed"])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_stale_connection_reconnects(self) -> None:
+        """Unanswered PINGs make the client drop the connection and reconnect."""
+        client, server = self.connected(
+            ping_interval=5.0, max_pings_out=2, reconnect_wait=1.0, reconnect_jitter=0
+        )
+        self.clock.advance(5.0)
+        self.clock.advance(5.0)
+        self.assertEqual(server.transport.value(), b"PING\r\nPING\r\n")
+        self.assertFalse(server.transport.disconnecting)
+        self.clock.advance(5.0)
+        self.assertTrue(server.transport.disconnected)
+        server.lose()
+        self.assertEqual(client.state, ClientState.RECONNECTING)
+        self.clock.advance(0)
+        self.assertEqual(len(self.clock.tcpClients), 2)
+        self.accept()
+        self.assertTrue(client.is_connected)
+
+    def test_reconnect_gives_up(self) -> None:
+        """After max_reconnect_attempts per server the client closes with NoServersError."""
+        errors: list[Exception] = []
+        client, server = self.connected(
+            max_reconnect_attempts=3, reconnect_wait=1.0, error_cb=errors.append
+        )
+        sub = client.subscribe("a")
+        d = sub.next_msg(timeout=None)
+        server.lose()
+        attempts = self.fail_dials()
+        self.assertEqual(len(attempts), 3)
+        self.assertTrue(client.is_closed)
+        self.failureResultOf(d, ConnectionClosedError)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_lame_duck_reconnects_elsewhere(self) -> None:
+        """INFO with ldm calls lame_duck_cb and moves to another server of the pool."""
+        calls: list[str] = []
+        client = self.make_client(
+            [endpoint(4222), endpoint(4223)],
+            lame_duck_cb=lambda: calls.append("ldm"),
+            reconnect_jitter=0,
+        )
+        client._start()
+        self.clock.advance(0)
+        server = self.accept()
+        server.send(info_line(ldm=True))
+        self.clock.advance(0)
+        self.assertEqual(calls, ["ldm"])
+        self.assertTrue(server.transport.disconnecting)
+        server.lose()
+        self.clock.advance(0)
+        self.assertEqual(self.clock.tcpClients[-1][1], 4223)
