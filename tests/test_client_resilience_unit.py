@@ -59,7 +59,7 @@ class ReconnectKeepsWorkTests(ClientTestMixin, SynchronousTestCase):
 
 class InboxRefusedTests(ClientTestMixin, SynchronousTestCase):
     def test_refused_inbox_fails_requests_and_is_replaced(self) -> None:
-        """A refused request inbox fails pending requests at once; the next request makes a new one."""
+        """A refused inbox fails pending requests at once; the next request makes a new one."""
         client, server = self.connected()
         d = client.request("svc", b"x", timeout=60)
         self.clock.advance(0)
@@ -111,7 +111,7 @@ class CloseTimeoutTests(ClientTestMixin, SynchronousTestCase):
 
 class BackpressureTests(ClientTestMixin, SynchronousTestCase):
     def test_full_mailbox_pauses_reading_and_drops_nothing(self) -> None:
-        """Over its limit a backpressure subscription pauses the socket, drops nothing, resumes at half."""
+        """A full backpressure subscription pauses the socket, drops nothing, resumes at half."""
         client, server = self.connected()
         sub = client.subscribe("q", pending_msgs_limit=10, backpressure=True)
         self.clock.advance(0)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from twisted.internet.endpoints import HostnameEndpoint, clientFromString
@@ -34,6 +35,8 @@ class Server:
     #: The name to verify with TLS when it differs from ``host`` (a discovered server
     #: known only by IP keeps the seed server's hostname).
     tls_hostname: str | None = None
+    #: The HTTP path of a WebSocket server (``ws://host:port/path``).
+    path: str = "/"
     #: Bookkeeping for the reconnect loop.
     attempts: int = 0
     last_attempt: float | None = None
@@ -57,8 +60,21 @@ class Server:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
-    def endpoint(self, reactor: IReactorCore, timeout: float) -> IStreamClientEndpoint:
-        """A client endpoint reaching this server."""
+    def endpoint(
+        self,
+        reactor: IReactorCore,
+        timeout: float,
+        tls_creator: Callable[[], Any] | None = None,
+    ) -> IStreamClientEndpoint:
+        """A client endpoint reaching this server.
+
+        For ``ws://`` and ``wss://`` servers it speaks WebSocket (``tls_creator`` makes the
+        TLS options for ``wss://``).
+        """
+        if self.scheme in ("ws", "wss"):
+            from txnats.websocket import websocket_endpoint
+
+            return websocket_endpoint(reactor, self, timeout, tls_creator)
         if self.endpoint_description is not None:
             ep: IStreamClientEndpoint = clientFromString(  # type: ignore[no-untyped-call]
                 reactor, self.endpoint_description
@@ -103,7 +119,10 @@ def parse_server(text: str, *, discovered: bool = False) -> Server:
     if user is not None and password is None:
         # nats.go and nats-py: a user without a password is a token.
         token, user = user, None
-    return Server(scheme, host, port, user, password, token, discovered=discovered)
+    server = Server(scheme, host, port, user, password, token, discovered=discovered)
+    if parts.path:
+        server.path = parts.path
+    return server
 
 
 def parse_servers(servers: str | Sequence[str]) -> list[Server]:

@@ -45,6 +45,9 @@ _READER_JOIN_TIMEOUT = 5.0
 #: How many log lines to quote in an error message.
 _TAIL_LINES = 30
 
+#: nats-server logs this once it has entered lame duck mode.
+LAME_DUCK_MARKER = "Entering lame duck mode"
+
 _BINARY_NAME = "nats-server.exe" if os.name == "nt" else "nats-server"
 
 _INSTALL_HINT = (
@@ -164,6 +167,21 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
             process.wait()
 
 
+def _wait_until_stopped(pid: int) -> None:
+    """
+    Block until the child C{pid} has stopped (or exited) after SIGSTOP.
+    C{waitid} with C{WNOWAIT} observes the state change without consuming it,
+    so L{subprocess.Popen} still reaps the process normally later.
+    """
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:  # pragma: no cover - not on Linux
+        return
+    try:
+        waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # pragma: no cover - already reaped
+        pass
+
+
 def _kill_at_exit(process: subprocess.Popen[bytes]) -> None:
     """
     Last-resort clean-up run by C{weakref.finalize} if a L{NatsServer} is
@@ -234,7 +252,10 @@ class NatsServer:
         self._startup_timeout = startup_timeout
 
         self._lock = threading.Lock()
+        #: Notified (holding C{_lock}) whenever log lines are appended.
+        self._log_changed = threading.Condition(self._lock)
         self._lines: list[str] = []
+        self._paused = False
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], NatsServer] | None = None
@@ -272,8 +293,98 @@ class NatsServer:
 
     @property
     def running(self) -> bool:
-        """Whether the server process is alive."""
+        """Whether the server process is alive (paused counts as alive)."""
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def paused(self) -> bool:
+        """Whether the server process is stopped by L{pause}."""
+        return self._paused and self.running
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the running server, or C{None}."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return None
+        return process.pid
+
+    def wait_for_log(self, text: str, timeout: float = 10.0, *, since: int = 0) -> str:
+        """
+        Block until the server prints a line containing C{text}.
+
+        @param text: the fragment to look for.
+        @param timeout: seconds to wait at most.
+        @param since: index into L{log_lines} to start looking from, so that a
+            caller can wait for a line printed after some action:
+            C{mark = len(server.log_lines); act(); server.wait_for_log(..., since=mark)}.
+        @return: the first matching line.
+        @raise TimeoutError: if no such line is printed in time; the message
+            quotes the end of the log.
+        """
+        deadline = time.monotonic() + timeout
+        position = since
+        with self._log_changed:
+            while True:
+                for line in self._lines[position:]:
+                    if text in line:
+                        return line
+                position = max(position, len(self._lines))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    tail = "\n".join(self._lines[-_TAIL_LINES:]) or "(nothing)"
+                    raise TimeoutError(
+                        f"nats-server did not log {text!r} within {timeout:g} seconds. "
+                        f"Last log lines:\n{tail}"
+                    )
+                self._log_changed.wait(remaining)
+
+    def pause(self) -> None:
+        """
+        Freeze the server with SIGSTOP, as a stalled host or a long garbage
+        collection pause would: its sockets stay open but it answers nothing.
+        Returns once the kernel reports the process stopped. L{resume}
+        continues it; L{stop} and L{kill} work on a paused server.
+
+        @raise RuntimeError: if the server is not running.
+        """
+        process = self._require_running("pause")
+        if self._paused:
+            return
+        process.send_signal(signal.SIGSTOP)
+        self._paused = True
+        _wait_until_stopped(process.pid)
+
+    def resume(self) -> None:
+        """
+        Continue a server frozen by L{pause} (SIGCONT). Does nothing if it is
+        not paused.
+        """
+        process = self._process
+        if self._paused and process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+        self._paused = False
+
+    def lame_duck(self, timeout: float = 10.0) -> None:
+        """
+        Put the server into lame duck mode, as C{nats-server --signal ldm=PID}
+        does (it sends SIGUSR2): the server stops accepting clients, tells
+        connected clients with an C{INFO} carrying C{"ldm": true}, and after
+        its C{lame_duck_grace_period} (default 10 s) closes them gradually
+        over C{lame_duck_duration} (default 2 minutes), then exits. Both can be
+        shortened in C{config}.
+
+        Returns once the server has logged that it entered lame duck mode.
+
+        @raise RuntimeError: if the server is not running or is paused.
+        @raise TimeoutError: if the server does not log it within C{timeout}.
+        """
+        process = self._require_running("lame_duck")
+        if self._paused:
+            raise RuntimeError("nats-server is paused; resume() it before lame_duck()")
+        mark = len(self.log_lines)
+        process.send_signal(signal.SIGUSR2)
+        self.wait_for_log(LAME_DUCK_MARKER, timeout, since=mark)
 
     def start(self) -> NatsServer:
         """
@@ -321,6 +432,8 @@ class NatsServer:
         """
         process = self._process
         if process is not None:
+            # A stopped process would not act on SIGTERM until continued.
+            self.resume()
             _terminate(process, timeout)
         self._reap()
         self._remove_tempdir()
@@ -355,6 +468,24 @@ class NatsServer:
 
     # -- internals --------------------------------------------------------
 
+    def _require_running(self, action: str) -> subprocess.Popen[bytes]:
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"cannot {action}(): nats-server is not running")
+        return process
+
+    def _wait_for_output(self, seen: int, timeout: float) -> int:
+        """
+        Block until the server has printed more than C{seen} lines in all, or
+        C{timeout} seconds pass.
+
+        @return: how many lines it has printed now.
+        """
+        with self._log_changed:
+            if len(self._lines) <= seen and timeout > 0:
+                self._log_changed.wait(timeout)
+            return len(self._lines)
+
     def _command(self, binary: str, port: int) -> list[str]:
         command = [binary, "-a", self._host, "-p", str(port)]
         if self._jetstream:
@@ -384,8 +515,9 @@ class NatsServer:
 
     def _append(self, lines: list[str]) -> None:
         if lines:
-            with self._lock:
+            with self._log_changed:
                 self._lines.extend(lines)
+                self._log_changed.notify_all()
 
     def _attempt(self, binary: str, port: int) -> tuple[_Attempt, list[str]]:
         """
@@ -480,6 +612,7 @@ class NatsServer:
         """
         process, self._process = self._process, None
         reader, self._reader = self._reader, None
+        self._paused = False
         finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer.detach()
