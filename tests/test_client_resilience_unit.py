@@ -153,3 +153,32 @@ class ClosedWhileDisconnectedTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(len(lost), 1)
         self.assertIn("2 buffered publishes", str(lost[0]))
 
+
+
+class SubscriptionEdgeTests(ClientTestMixin, SynchronousTestCase):
+    def test_sub_drain_timeout(self) -> None:
+        """sub.drain(timeout) on a pull subscription nobody reads fails with DrainTimeoutError."""
+        from txnats.errors import DrainTimeoutError
+
+        client, server = self.connected()
+        sub = client.subscribe("q")
+        self.clock.advance(0)
+        server.send(msg_frame("q", sub.sid, b"unread"))
+        d = sub.drain(timeout=2)
+        self.clock.advance(0)
+        server.answer_pings()
+        self.clock.advance(0)
+        self.assertNoResult(d)
+        self.clock.advance(2)
+        self.assertIsInstance(self.failureResultOf(d).value, DrainTimeoutError)
+        # The message is still there for a reader, and reading it ends the subscription.
+        self.assertEqual(self.successResultOf(sub.next_msg(1)).data, b"unread")
+        self.assertFalse(sub.is_active)
+
+    def test_iterating_a_handler_subscription_is_refused(self) -> None:
+        """async for over a subscription with a handler fails instead of stealing its messages."""
+        from txnats.errors import InvalidArgumentError
+
+        client, _ = self.connected()
+        sub = client.subscribe("q", lambda m: None)
+        self.assertIsInstance(self.failureResultOf(sub.__anext__()).value, InvalidArgumentError)

@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 
 from txnats.errors import (
     ConnectionClosedError,
+    DrainTimeoutError,
     InvalidArgumentError,
     NatsError,
     SlowConsumerError,
@@ -286,14 +287,29 @@ class Subscription:
             return
         self._client._send_unsub(self, max_msgs)
 
-    def drain(self) -> Deferred[None]:
-        """Unsubscribe, and fire once every message the server sent before is handled."""
+    def drain(self, timeout: float | None = None) -> Deferred[None]:
+        """Unsubscribe, and fire once every message the server sent before is handled.
+
+        With a ``timeout``, fails with :class:`DrainTimeoutError` if that takes longer
+        (the subscription keeps draining; :meth:`unsubscribe` has already happened).
+        """
         if self._state == _CLOSED:
             return succeed(None)
         d = self.when_ended()
         if self._state == _ACTIVE:
             self._state = _DRAINING
             self._client._drain_subscription(self)
+        if timeout is not None:
+            subject = self.subject
+
+            def on_timeout(result: object, after: float) -> object:
+                if isinstance(result, Failure) and result.check(CancelledError):
+                    return Failure(
+                        DrainTimeoutError(f"subscription {subject!r} not drained in {after}s")
+                    )
+                return result
+
+            d.addTimeout(timeout, self._client._clock, onTimeoutCancel=on_timeout)
         return d
 
     def when_ended(self) -> Deferred[None]:
@@ -311,7 +327,9 @@ class Subscription:
         Only for subscriptions without a handler.
         """
         if self._handler is not None:
-            return fail(NatsError("next_msg() is for subscriptions without a handler"))
+            return fail(
+                InvalidArgumentError("next_msg() is for subscriptions without a handler")
+            )
         if self._mailbox and not self._waiters:
             return self._pull()
         if self._state == _CLOSED or (self._state == _ENDING and not self._mailbox):
@@ -357,12 +375,12 @@ class Subscription:
         return succeed(msg)
 
     def __anext__(self) -> Deferred[Msg]:
-        if self._mailbox and not self._waiters:
+        if self._mailbox and not self._waiters and self._handler is None:
             return self._pull()
         d = self.next_msg(None)
 
         def end(f: Failure) -> Failure:
-            if f.check(SubscriptionClosedError, ConnectionClosedError, CancelledError):
+            if f.check(SubscriptionClosedError, ConnectionClosedError):
                 raise StopAsyncIteration
             return f
 
