@@ -27,6 +27,8 @@ DEFAULT_MAX_CONTROL_LINE = 64 * 1024
 #: Largest payload ever accepted, whatever the server announces (nats-server's own cap).
 HARD_MAX_PAYLOAD = 64 * 1024 * 1024
 _MAX_DIGITS = 10
+# Below this many held bytes, the next read is joined to them as bytes.
+_SMALL = 64 * 1024
 
 # (field, accepted types) for the INFO fields the client reads.
 _INFO_TYPES: dict[str, tuple[type, ...]] = {
@@ -117,18 +119,24 @@ class Parser:
         if self._failed:
             failed = ProtocolError("parser already failed")
             raise failed
-        if self._buf:
-            buf = self._buf
-            if isinstance(buf, bytearray):
-                buf += data
-            else:
-                buf = bytearray(buf)
-                buf += data
+        held = self._buf
+        if not held:
+            buf: bytes | bytearray = bytes(data)
+        elif len(held) < _SMALL:
+            # A short remainder (part of one frame): join as bytes, so that slices of
+            # the buffer are bytes already and need no copy.
+            buf = bytes(held) + bytes(data)
         else:
-            buf = data
+            # A long payload still arriving: grow in place, never copy it whole again.
+            if isinstance(held, bytearray):
+                held += data
+                buf = held
+            else:
+                buf = bytearray(held)
+                buf += data
         events: list[Event] = []
         try:
-            pos = self._parse(buf, events)
+            pos = self._parse(buf, events)  # type: ignore[arg-type]
         except ProtocolError as e:
             self._failed = True
             self._buf = b""
@@ -149,16 +157,19 @@ class Parser:
             self._buf = buf
             self._scan -= pos
         else:
-            self._buf = bytearray(buf[pos:])
+            self._buf = buf[pos:]
             self._scan -= pos
         return events
 
-    def _parse(self, buf: bytes | bytearray, events: list[Event]) -> int:
+    def _parse(self, buf: bytes, events: list[Event]) -> int:
+        # ``buf`` may really be a bytearray (a long payload arriving): then every slice
+        # kept is copied to bytes (``is_bytes`` is False).
         pos = 0
         scan = max(self._scan, 0)
         n = len(buf)
         append = events.append
         max_line = self.max_control_line
+        is_bytes = type(buf) is bytes
         while True:
             pending = self._pending
             if pending is not None:
@@ -188,7 +199,7 @@ class Parser:
                 break
             if i - pos > max_line:
                 raise ProtocolError("control line exceeds the maximum length")
-            line = bytes(buf[pos:i])
+            line = buf[pos:i] if is_bytes else bytes(buf[pos:i])
             pos = i + 2
             scan = pos
             if b"\n" in line or b"\r" in line:
@@ -223,7 +234,8 @@ class Parser:
                 if end + 2 <= n:
                     if buf[end : end + 2] != b"\r\n":
                         raise ProtocolError("payload not followed by CRLF")
-                    append(Msg(subject, reply, bytes(buf[pos:end]), None, int(sid_raw)))
+                    data = buf[pos:end] if is_bytes else bytes(buf[pos:end])
+                    append(Msg(subject, reply, data, None, int(sid_raw)))
                     pos = scan = end + 2
                 else:
                     self._pending = (subject, int(sid_raw), reply, -1, total)
