@@ -508,7 +508,9 @@ class Client:
             ping_interval=opts.ping_interval,
             max_pings_out=opts.max_pings_out,
             tls_creator=tls_creator,
-            tls_wanted=opts.tls is not None or server.scheme in ("tls", "wss"),
+            # TLS options make a nats:// server TLS-only; for ws:// they mean nothing
+            # (a WebSocket has no in-band upgrade: use wss://).
+            tls_wanted=server.scheme in ("tls", "wss") or (opts.tls is not None and not websocket),
             tls_first=tls_first,
         )
         self._attempt_server = server
