@@ -152,13 +152,16 @@ def _free_port(host: str) -> int:
         raise ServerStartError(f"Could not find a free port on {host!r}: {error}") from error
 
 
-def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+def _terminate(
+    process: subprocess.Popen[bytes], timeout: float, signum: int = signal.SIGTERM
+) -> None:
     """
-    Stop C{process}: SIGTERM, wait up to C{timeout} seconds, then SIGKILL.
+    Stop C{process}: send C{signum} (SIGTERM), wait up to C{timeout} seconds,
+    then SIGKILL.
     """
     if process.poll() is None:
         try:
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(signum)
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
@@ -256,6 +259,7 @@ class NatsServer:
         self._log_changed = threading.Condition(self._lock)
         self._lines: list[str] = []
         self._paused = False
+        self._lame_duck = False
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], NatsServer] | None = None
@@ -300,6 +304,11 @@ class NatsServer:
     def paused(self) -> bool:
         """Whether the server process is stopped by L{pause}."""
         return self._paused and self.running
+
+    @property
+    def in_lame_duck(self) -> bool:
+        """Whether L{lame_duck} was called since the server last started."""
+        return self._lame_duck and self.running
 
     @property
     def pid(self) -> int | None:
@@ -384,6 +393,7 @@ class NatsServer:
             raise RuntimeError("nats-server is paused; resume() it before lame_duck()")
         mark = len(self.log_lines)
         process.send_signal(signal.SIGUSR2)
+        self._lame_duck = True
         self.wait_for_log(LAME_DUCK_MARKER, timeout, since=mark)
 
     def start(self) -> NatsServer:
@@ -426,7 +436,8 @@ class NatsServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """
-        Stop the server: SIGTERM, then SIGKILL if it has not exited after
+        Stop the server: SIGTERM (SIGINT after L{lame_duck}, and SIGCONT
+        first if L{pause}d), then SIGKILL if it has not exited after
         C{timeout} seconds. Remove the temporary directory made for it.
         Calling it again, or on a server never started, does nothing.
         """
@@ -434,7 +445,7 @@ class NatsServer:
         if process is not None:
             # A stopped process would not act on SIGTERM until continued.
             self.resume()
-            _terminate(process, timeout)
+            _terminate(process, timeout, self._stop_signal())
         self._reap()
         self._remove_tempdir()
 
@@ -473,6 +484,14 @@ class NatsServer:
         if process is None or process.poll() is not None:
             raise RuntimeError(f"cannot {action}(): nats-server is not running")
         return process
+
+    def _stop_signal(self) -> int:
+        """
+        The signal that stops the server gracefully: SIGTERM, except in lame
+        duck mode, where nats-server 2.x leaves SIGTERM pending until the
+        grace period is over but acts on SIGINT at once.
+        """
+        return signal.SIGINT if self._lame_duck else signal.SIGTERM
 
     def _wait_for_output(self, seen: int, timeout: float) -> int:
         """
@@ -613,6 +632,7 @@ class NatsServer:
         process, self._process = self._process, None
         reader, self._reader = self._reader, None
         self._paused = False
+        self._lame_duck = False
         finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer.detach()
