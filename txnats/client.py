@@ -430,6 +430,10 @@ class Client:
         self._blocked.clear()
         state = self._state
         if state == _S.CLOSED:
+            if proto.established:
+                self.schedule(
+                    self._call_user, "disconnected", self.options.disconnected_cb, reason
+                )
             self._finish_close()
             return
         self._last_error = reason
@@ -617,6 +621,15 @@ class Client:
                 self.options.discovered_servers_cb,
                 [s.redacted for s in new],
             )
+
+    def set_servers(self, servers: str | Sequence[str]) -> None:
+        """Replace the server pool (used from the next reconnection on).
+
+        The current connection is kept. Raises :class:`ConnectError` for a bad URL,
+        leaving the pool as it was.
+        """
+        parsed = parse_servers(servers)
+        self._pool = ServerPool(parsed, randomize=not self.options.no_randomize, rng=self._rng)
 
     def force_reconnect(self) -> None:
         """Close the current connection and reconnect (to another server if there is one).

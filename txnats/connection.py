@@ -124,6 +124,8 @@ class NatsProtocol(Protocol):
         #: Fires with this protocol once the server answered CONNECT+PING with PONG.
         self.handshake: Deferred[NatsProtocol] = Deferred(self._cancel_handshake)
         self.ready = False
+        #: True once the handshake completed (stays True after the connection is lost).
+        self.established = False
         self.lost = False
         self.pings_out = 0
         # Outbound: frames waiting for the end of this reactor turn (or for the
@@ -324,6 +326,7 @@ class NatsProtocol(Protocol):
                 self.abort(ProtocolError("PONG before INFO"))
                 return
             self.ready = True
+            self.established = True
             self.pings_out = 0
             self._schedule_ping()
             # The handshake's callbacks reach user code: not from inside dataReceived.
