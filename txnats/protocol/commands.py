@@ -40,6 +40,25 @@ _sub_cache: dict[str, bytes] = {}
 
 
 def _check(kind: str, subject: object, wildcards: bool) -> bytes:
+    # Fast path: a plain subject with no wildcard characters at all.
+    if (
+        type(subject) is str
+        and subject
+        and subject[0] != "."
+        and subject[-1] != "."
+        and ".." not in subject
+        and "*" not in subject
+        and ">" not in subject
+        and not _BAD.search(subject)
+    ):
+        try:
+            return subject.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            pass  # the slow path says why
+    return _check_tokens(kind, subject, wildcards)
+
+
+def _check_tokens(kind: str, subject: object, wildcards: bool) -> bytes:
     if not isinstance(subject, str):
         raise BadSubjectError(f"{kind} must be a str, not {type(subject).__name__}")
     if not subject:
@@ -69,15 +88,16 @@ def publish_subject(subject: str) -> bytes:
     b = _pub_cache.get(subject)
     if b is None:
         b = _check("subject", subject, False)
-        if len(_pub_cache) >= _CACHE_MAX:
-            _pub_cache.clear()
-        _pub_cache[subject] = b
+        # A full cache keeps what it has: subjects seen first tend to be the hot ones,
+        # and one-off subjects (reply inboxes) must not push them out.
+        if len(_pub_cache) < _CACHE_MAX:
+            _pub_cache[subject] = b
     return b
 
 
 def reply_subject(subject: str) -> bytes:
-    """Validate a reply subject (no wildcards) and return its wire bytes."""
-    return publish_subject(subject)
+    """Validate a reply subject (no wildcards) and return its wire bytes (not cached)."""
+    return _check("reply subject", subject, False)
 
 
 def subscribe_subject(subject: str) -> bytes:
@@ -87,9 +107,8 @@ def subscribe_subject(subject: str) -> bytes:
     b = _sub_cache.get(subject)
     if b is None:
         b = _check("subject", subject, True)
-        if len(_sub_cache) >= _CACHE_MAX:
-            _sub_cache.clear()
-        _sub_cache[subject] = b
+        if len(_sub_cache) < _CACHE_MAX:
+            _sub_cache[subject] = b
     return b
 
 

@@ -1,0 +1,360 @@
+"""The nats-py side of the benchmark: the workloads of ``txnats bench``, through nats-py.
+
+nats-py is the official asyncio client; this script runs the same workloads as
+``txnats/_bench.py`` with it, every role in this one process, and prints one result
+(``--json``: one JSON object with the same keys as ``txnats bench --json``)::
+
+    python benchmarks/natspy_bench.py pub --server nats://127.0.0.1:4222 --msgs 100000
+    python benchmarks/natspy_bench.py pubsub --mode iter --uvloop --json ...
+
+It does not import txnats or Twisted, so nothing but asyncio (or uvloop) runs here.
+
+How each workload uses nats-py (its documented, ordinary usage):
+
+- pub: ``await nc.publish(subject, payload)`` per message, then ``await nc.flush()``;
+  the clock stops when the flush returns.
+- pubsub / fanout: subscriber connections read with ``cb=`` (an ``async def``
+  callback), with ``async for msg in sub.messages``, or with ``await sub.next_msg()``;
+  one publisher connection publishes as above. Received msgs/s over all subscribers.
+- req: a responder connection answers with ``await msg.respond(msg.data)`` in a
+  ``cb=``; the requester makes ``await nc.request(...)`` sequentially, or keeps M in
+  flight with M sequential loops under ``asyncio.gather`` (a bounded window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+WORKLOADS = ("pub", "pubsub", "req", "fanout")
+MODES = ("cb", "iter", "next")
+STALL = 10.0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("nats-py")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    if not sorted_values:
+        return 0.0
+    rank = max(1, min(len(sorted_values), math.ceil(pct / 100.0 * len(sorted_values))))
+    return sorted_values[rank - 1]
+
+
+def _split(total: int, parts: int) -> list[int]:
+    share, extra = divmod(total, parts)
+    return [share + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _base(args: argparse.Namespace, workload: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "client": "nats-py",
+        "version": _version(),
+        "workload": workload,
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "loop": "uvloop" if args.uvloop else "asyncio",
+        **fields,
+    }
+
+
+def _rates(result: dict[str, Any], count: int, nbytes: int, elapsed: float) -> dict[str, Any]:
+    elapsed = max(elapsed, 1e-9)
+    result["elapsed"] = round(elapsed, 6)
+    result["msgs_per_sec"] = round(count / elapsed, 1)
+    result["mb_per_sec"] = round(nbytes / elapsed / (1024 * 1024), 2)
+    return result
+
+
+async def _watch(done: Awaitable[Any], current: Callable[[], int], what: str) -> None:
+    """Await ``done``; fail if ``current()`` does not move for STALL seconds."""
+    task = asyncio.ensure_future(done)
+    last, since = current(), time.monotonic()
+    try:
+        while True:
+            finished, _ = await asyncio.wait({task}, timeout=0.25)
+            if finished:
+                task.result()
+                return
+            now, cur = time.monotonic(), current()
+            if cur != last:
+                last, since = cur, now
+            elif now - since > STALL:
+                raise TimeoutError(f"{what}: no progress for {STALL:g}s ({cur} done)")
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+async def _connect(args: argparse.Namespace, name: str) -> Any:
+    import nats
+
+    return await nats.connect(args.server, name=name)
+
+
+async def _publish(nc: Any, subject: str, payload: bytes, count: int, sent: list[int]) -> None:
+    publish = nc.publish
+    for i in range(count):
+        await publish(subject, payload)
+        if not i & 1023:
+            sent[0] = i
+    sent[0] = count
+    await nc.flush(timeout=STALL * 6)
+
+
+async def bench_pub(args: argparse.Namespace) -> dict[str, Any]:
+    clients = [await _connect(args, f"natspy-bench-pub-{i}") for i in range(args.pubs)]
+    payload = b"x" * args.size
+    sents = [[0] for _ in clients]
+    try:
+        start = time.perf_counter()
+        work = asyncio.gather(
+            *(
+                _publish(nc, args.subject, payload, n, sent)
+                for nc, n, sent in zip(clients, _split(args.msgs, args.pubs), sents, strict=True)
+            )
+        )
+        await _watch(work, lambda: sum(s[0] for s in sents), "publishing")
+        elapsed = time.perf_counter() - start
+    finally:
+        for nc in clients:
+            await nc.close()
+    result = _base(args, "pub", msgs=args.msgs, size=args.size, pubs=args.pubs, subs=0)
+    return _rates(result, args.msgs, args.msgs * args.size, elapsed)
+
+
+async def bench_pubsub(args: argparse.Namespace, workload: str = "pubsub") -> dict[str, Any]:
+    target = args.msgs
+    subs_n = args.subs
+    sub_clients = [await _connect(args, f"natspy-bench-sub-{i}") for i in range(subs_n)]
+    pub_clients = [await _connect(args, f"natspy-bench-pub-{i}") for i in range(args.pubs)]
+    counts = [0] * subs_n
+    readers: list[Awaitable[Any]] = []
+    subs: list[Any] = []
+    try:
+        for i, nc in enumerate(sub_clients):
+            if args.mode == "cb":
+                done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+                def make_cb(slot: int, fut: asyncio.Future[None]) -> Any:
+                    async def cb(msg: Any) -> None:
+                        counts[slot] += 1
+                        if counts[slot] == target and not fut.done():
+                            fut.set_result(None)
+
+                    return cb
+
+                subs.append(await nc.subscribe(args.subject, cb=make_cb(i, done)))
+                readers.append(done)
+            elif args.mode == "iter":
+                sub = await nc.subscribe(args.subject)
+                subs.append(sub)
+
+                async def iterate(slot: int, sub: Any) -> None:
+                    if target == 0:
+                        return
+                    async for _msg in sub.messages:
+                        counts[slot] += 1
+                        if counts[slot] == target:
+                            return
+
+                readers.append(iterate(i, sub))
+            else:
+                sub = await nc.subscribe(args.subject)
+                subs.append(sub)
+
+                async def pull(slot: int, sub: Any) -> None:
+                    next_msg = sub.next_msg
+                    while counts[slot] < target:
+                        await next_msg(timeout=STALL)
+                        counts[slot] += 1
+
+                readers.append(pull(i, sub))
+            await nc.flush()
+        if target == 0:
+            for r in readers:
+                if isinstance(r, asyncio.Future):
+                    r.set_result(None)
+        sents = [[0] for _ in pub_clients]
+        payload = b"x" * args.size
+        pub_elapsed = [0.0]
+
+        async def publish() -> None:
+            await asyncio.gather(
+                *(
+                    _publish(nc, args.subject, payload, n, sent)
+                    for nc, n, sent in zip(
+                        pub_clients, _split(target, args.pubs), sents, strict=True
+                    )
+                )
+            )
+            pub_elapsed[0] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        await _watch(
+            asyncio.gather(publish(), *readers),
+            lambda: sum(counts) + sum(s[0] for s in sents),
+            "publish/subscribe",
+        )
+        elapsed = time.perf_counter() - start
+    finally:
+        for nc in sub_clients + pub_clients:
+            await nc.close()
+    received = sum(counts)
+    result = _base(
+        args, workload, msgs=target, size=args.size, pubs=args.pubs, subs=subs_n, mode=args.mode
+    )
+    _rates(result, received, received * args.size, elapsed)
+    result["received"] = received
+    result["dropped"] = 0
+    result["pub_msgs_per_sec"] = round(target / max(pub_elapsed[0], 1e-9), 1)
+    return result
+
+
+async def bench_req(args: argparse.Namespace) -> dict[str, Any]:
+    duration = args.duration
+    if duration is None and args.msgs is None:
+        duration = 5.0
+    responder = await _connect(args, "natspy-bench-req-0")
+    requester = await _connect(args, "natspy-bench-req-1")
+    latencies: list[float] = []
+    try:
+
+        async def respond(msg: Any) -> None:
+            await msg.respond(msg.data)
+
+        await responder.subscribe(args.subject, cb=respond)
+        await responder.flush()
+        payload = b"x" * args.size
+        perf = time.perf_counter
+        remaining = [args.msgs or 0]
+        deadline = [0.0]
+
+        async def worker() -> None:
+            request = requester.request
+            append = latencies.append
+            while True:
+                if duration is not None:
+                    if perf() >= deadline[0]:
+                        return
+                elif remaining[0] <= 0:
+                    return
+                else:
+                    remaining[0] -= 1
+                t0 = perf()
+                await request(args.subject, payload, timeout=5.0)
+                append(perf() - t0)
+
+        start = perf()
+        deadline[0] = start + (duration or 0.0)
+        await _watch(
+            asyncio.gather(*(worker() for _ in range(args.inflight))),
+            lambda: len(latencies),
+            "requesting",
+        )
+        elapsed = perf() - start
+    finally:
+        await responder.close()
+        await requester.close()
+    n = len(latencies)
+    latencies.sort()
+    result = _base(args, "req", msgs=n, size=args.size, pubs=1, subs=1, inflight=args.inflight)
+    _rates(result, n, n * args.size * 2, elapsed)
+    result["requests"] = n
+    result["duration"] = duration
+    result["latency_us"] = {
+        "p50": round(percentile(latencies, 50) * 1e6, 1),
+        "p90": round(percentile(latencies, 90) * 1e6, 1),
+        "p99": round(percentile(latencies, 99) * 1e6, 1),
+        "max": round((latencies[-1] if latencies else 0.0) * 1e6, 1),
+    }
+    return result
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.workload == "pub":
+        return await bench_pub(args)
+    if args.workload == "pubsub":
+        return await bench_pubsub(args)
+    if args.workload == "fanout":
+        args.pubs = 1
+        return await bench_pubsub(args, "fanout")
+    return await bench_req(args)
+
+
+def _human(r: dict[str, Any]) -> str:
+    head = f"nats-py {r['version']} ({r['loop']}) {r['workload']}"
+    text = f"{head}: {r['msgs_per_sec']:,.0f} msgs/sec ~ {r['mb_per_sec']:.2f} MB/sec"
+    if r["workload"] == "req":
+        lat = r["latency_us"]
+        text += f"; latency p50 {lat['p50']:,.0f} µs, p90 {lat['p90']:,.0f} µs, "
+        text += f"p99 {lat['p99']:,.0f} µs"
+    return text
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Run a txnats bench workload through nats-py (asyncio or uvloop).",
+    )
+    parser.add_argument("workload", choices=WORKLOADS)
+    parser.add_argument("--server", "-s", required=True, help="server URL")
+    parser.add_argument("--msgs", type=int, help="messages (default 100000; req: --duration)")
+    parser.add_argument("--size", type=int, help="payload bytes (default 128; fanout 16)")
+    parser.add_argument("--pubs", type=int, default=1, help="publisher connections")
+    parser.add_argument("--subs", type=int, help="subscriber connections (fanout: 5)")
+    parser.add_argument("--inflight", type=int, default=1, help="req: requests in flight")
+    parser.add_argument("--duration", type=float, help="req: seconds to run")
+    parser.add_argument(
+        "--mode", default="cb", choices=(*MODES, "handler"),
+        help="cb (a callback; 'handler' is an alias), iter (async for), next (next_msg)",
+    )
+    parser.add_argument("--subject", default="txnats.bench")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.mode == "handler":
+        args.mode = "cb"
+    if args.size is None:
+        args.size = 16 if args.workload == "fanout" else 128
+    if args.subs is None:
+        args.subs = 5 if args.workload == "fanout" else 1
+    if args.msgs is None and args.workload != "req":
+        args.msgs = 100_000
+    if min(args.pubs, args.subs, args.inflight) < 1:
+        parser.error("--pubs, --subs and --inflight must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            print("natspy_bench: error: --uvloop: uvloop is not installed", file=sys.stderr)
+            return 2
+        result = uvloop.run(run(args))
+    else:
+        result = asyncio.run(run(args))
+    print(json.dumps(result, sort_keys=True) if args.json else _human(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as e:  # one line, as the txnats CLI does
+        print(f"natspy_bench: error: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)

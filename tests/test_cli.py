@@ -1,0 +1,223 @@
+"""The ``txnats`` command line and the benchmark scripts, run as users run them.
+
+Every command runs in a subprocess (``python -m txnats ...``) against a real
+``nats-server``; each subprocess is bounded by a timeout, and the blocking calls run
+in threads so the reactor stays free.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import gatherResults
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import TestCase
+
+from txnats.testing import NatsServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Seconds any one subprocess may take.
+RUN_TIMEOUT = 60
+
+COMMANDS = ("pub", "sub", "req", "reply", "server", "bench")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("NATS_URL", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def _run(*args: str, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL,
+    )
+
+
+def _txnats(*args: str, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    return _run("-m", "txnats", *args, timeout=timeout)
+
+
+class _Background:
+    """A long-running ``txnats`` command (``sub``, ``reply``) read from a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "txnats", *args], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(),
+            stdin=subprocess.DEVNULL,
+        )
+        self.stderr_lines: list[str] = []
+
+    def wait_for_stderr(self, marker: str) -> bool:
+        """Read stderr until a line holds ``marker`` (True) or the stream ends (False)."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+            if marker in line:
+                return True
+        return False
+
+    def finish(self) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=RUN_TIMEOUT)
+        return self.proc.returncode, out, "".join(self.stderr_lines) + err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+class CommandLineTests(TestCase):
+    """``txnats pub|sub|req|reply|bench`` against a real server."""
+
+    timeout = 120
+
+    def setUp(self) -> None:
+        self.server = NatsServer().start()
+        self.addCleanup(self.server.stop)
+        self.url = self.server.url
+
+    async def _background(self, marker: str, *args: str) -> _Background:
+        bg = _Background(*args)
+        self.addCleanup(bg.kill)
+        ready = await deferToThread(bg.wait_for_stderr, marker).addTimeout(
+            RUN_TIMEOUT, reactor
+        )
+        if not ready:
+            bg.kill()
+            self.fail(f"{args[0]} never printed {marker!r}: {''.join(bg.stderr_lines)}")
+        return bg
+
+    async def test_pub_sub_round_trip(self) -> None:
+        """Messages published by ``txnats pub`` reach ``txnats sub``, which prints their
+        subject, headers and data, and exits after ``--count`` messages."""
+        sub = await self._background(
+            "Listening on [cli.x]", "sub", "cli.x", "--count", "2", "--server", self.url
+        )
+        pub = await deferToThread(
+            _txnats, "pub", "cli.x", "hello {{Count}}", "--count", "2",
+            "-H", "X-Test:1", "--server", self.url,
+        )
+        self.assertEqual(pub.returncode, 0, pub.stderr)
+        self.assertIn("Published 2 messages", pub.stderr)
+        code, out, err = await deferToThread(sub.finish)
+        self.assertEqual(code, 0, err)
+        self.assertIn('[#1] Received on "cli.x"', out)
+        self.assertIn('[#2] Received on "cli.x"', out)
+        self.assertIn("X-Test: 1", out)
+        self.assertIn("hello 1", out)
+        self.assertIn("hello 2", out)
+
+    async def test_req_reply(self) -> None:
+        """``txnats req`` gets its answer from ``txnats reply``, which echoes the data and
+        headers by default; the reply command exits after ``--count`` requests."""
+        reply = await self._background(
+            "Listening on [cli.svc]", "reply", "cli.svc", "--count", "1", "--server", self.url
+        )
+        req = await deferToThread(
+            _txnats, "req", "cli.svc", "ping", "-H", "K:V", "--timeout", "10",
+            "--server", self.url,
+        )
+        self.assertEqual(req.returncode, 0, req.stderr)
+        self.assertIn("Received with rtt", req.stderr)
+        self.assertIn("K: V", req.stdout)
+        self.assertIn("ping", req.stdout)
+        code, _out, err = await deferToThread(reply.finish)
+        self.assertEqual(code, 0, err)
+        self.assertIn('[#1] Received on "cli.svc", answered', err)
+
+    async def test_no_responders_is_one_line(self) -> None:
+        """A request nobody subscribes to fails at once: one error line, exit status 1."""
+        req = await deferToThread(_txnats, "req", "cli.nobody", "x", "--server", self.url)
+        self.assertEqual(req.returncode, 1)
+        last = req.stderr.splitlines()[-1]
+        self.assertEqual(last, "txnats: error: no responders on 'cli.nobody'")
+        self.assertNotIn("Traceback", req.stderr)
+
+    async def test_bench_pub_json(self) -> None:
+        """``txnats bench pub --json`` prints one JSON object with a positive rate."""
+        run = await deferToThread(
+            _txnats, "bench", "pub", "--msgs", "2000", "--json", "--server", self.url
+        )
+        self.assertEqual(run.returncode, 0, run.stderr)
+        result: dict[str, Any] = json.loads(run.stdout)
+        self.assertEqual(result["client"], "txnats")
+        self.assertEqual(result["workload"], "pub")
+        self.assertEqual(result["msgs"], 2000)
+        self.assertGreater(result["msgs_per_sec"], 0)
+
+
+class ErrorAndHelpTests(TestCase):
+    """What the command line does without a server: help, usage and connection errors."""
+
+    timeout = 60
+
+    async def test_help_for_every_command(self) -> None:
+        """``--help`` exits 0 for the program and for every subcommand, and shows the
+        connection flags on every client command."""
+        names = ("", *COMMANDS)
+        runs = await gatherResults(
+            [deferToThread(_txnats, *([name] if name else []), "--help") for name in names]
+        )
+        for name, run in zip(names, runs, strict=True):
+            self.assertEqual(run.returncode, 0, f"{name} --help: {run.stderr}")
+            self.assertIn("usage: txnats", run.stdout)
+            if name and name != "server":
+                for flag in ("--server", "--user", "--creds", "--tls-ca", "--connect-timeout"):
+                    self.assertIn(flag, run.stdout, f"{name} --help lacks {flag}")
+
+    async def test_bad_server_is_one_line(self) -> None:
+        """An unreachable server, or a malformed URL, gives one error line and exit 1."""
+        for url in (f"nats://127.0.0.1:{_closed_port()}", "nats://127.0.0.1:notaport"):
+            run = await deferToThread(_txnats, "pub", "cli.x", "hi", "--server", url)
+            self.assertEqual(run.returncode, 1, run.stderr)
+            lines = run.stderr.splitlines()
+            self.assertEqual(len(lines), 1, run.stderr)
+            self.assertTrue(lines[0].startswith("txnats: error: "), lines[0])
+
+    async def test_usage_error_exits_2(self) -> None:
+        """A missing argument is a usage error: one line naming the command, exit 2."""
+        run = await deferToThread(_txnats, "pub")
+        self.assertEqual(run.returncode, 2)
+        self.assertEqual(len(run.stderr.splitlines()), 1, run.stderr)
+        self.assertTrue(run.stderr.startswith("txnats: error: pub: "), run.stderr)
+
+
+class CompareTests(TestCase):
+    """``benchmarks/compare.py`` in quick mode, as CI runs it."""
+
+    timeout = 180
+
+    def setUp(self) -> None:
+        if importlib.util.find_spec("nats") is None:
+            self.skipTest("nats-py is not installed")
+
+    async def test_compare_quick(self) -> None:
+        """The quick comparison runs every workload through both clients on one server
+        and prints a table naming txnats and nats-py."""
+        run = await deferToThread(
+            _run, str(ROOT / "benchmarks" / "compare.py"), "--quick", timeout=150
+        )
+        self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+        self.assertIn("txnats", run.stdout)
+        self.assertIn("nats-py", run.stdout)
+        self.assertIn("txnats / nats-py", run.stdout)
