@@ -182,3 +182,19 @@ class SubscriptionEdgeTests(ClientTestMixin, SynchronousTestCase):
         client, _ = self.connected()
         sub = client.subscribe("q", lambda m: None)
         self.assertIsInstance(self.failureResultOf(sub.__anext__()).value, InvalidArgumentError)
+
+
+class ReactorShutdownTests(ClientTestMixin, SynchronousTestCase):
+    def test_reactor_shutdown_closes_the_client(self) -> None:
+        """Stopping the reactor closes the client (no reconnect attempt during shutdown)."""
+        closed: list[bool] = []
+        client, server = self.connected(closed_cb=lambda: closed.append(True))
+        triggers = self.clock.triggers["before"]["shutdown"]
+        self.assertEqual(len(triggers), 1)
+        fn, args, kw = triggers[0]
+        d = fn(*args, **kw)
+        self.assertEqual(client.state, ClientState.CLOSED)
+        self.pump(server)
+        self.assertIsNone(self.successResultOf(d))
+        self.assertEqual(closed, [True])
+        self.assertEqual(len(self.clock.tcpClients), 1)  # never dialled again

@@ -23,7 +23,6 @@ from twisted.internet.defer import (
     fail,
     succeed,
 )
-from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.error import ConnectingCancelledError
 from twisted.internet.interfaces import IDelayedCall, IReactorCore, IReactorTime
 from twisted.internet.protocol import Factory
@@ -229,6 +228,7 @@ class Client:
         self._fully_closed = False
         self._drain_d: Deferred[None] | None = None
         self._lame_duck_seen = False
+        self._shutdown_trigger: object = None
 
     # ================================================================== state
     @property
@@ -320,6 +320,11 @@ class Client:
                 fn(*args)
             except Exception:
                 log.failure("Unexpected error in a scheduled call")
+        # What the handlers just published (replies, above all) leaves now rather than
+        # one reactor iteration later: this is the end of the batch anyway.
+        proto = self._proto
+        if proto is not None and proto._out:
+            proto.flush_now()
 
     def _call_user(self, name: str, cb: Callable[..., object] | None, *args: object) -> None:
         if cb is None:
@@ -343,8 +348,17 @@ class Client:
         """Make the first connection: each server once (or forever, with retry)."""
         d: Deferred[Client] = Deferred()
         self._first_connect = d
+        # Close cleanly when the reactor stops (task.react ending, Ctrl-C), instead of
+        # seeing the socket die and trying to reconnect during shutdown.
+        add = getattr(self._reactor, "addSystemEventTrigger", None)
+        if add is not None:
+            self._shutdown_trigger = add("before", "shutdown", self._reactor_stopping)
         self._schedule_attempt()
         return d
+
+    def _reactor_stopping(self) -> Deferred[None]:
+        self._shutdown_trigger = None  # fired: must not be removed any more
+        return self.close()
 
     def _connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
         opts = self.options
@@ -526,6 +540,8 @@ class Client:
             else:
                 endpoint = server.endpoint(self._reactor, opts.connect_timeout)
                 if tls_first:
+                    from twisted.internet.endpoints import wrapClientTLS
+
                     endpoint = wrapClientTLS(tls_creator(), endpoint)
         except NatsError as e:
             self._attempt_failed(Failure(e), server)
@@ -660,8 +676,33 @@ class Client:
         if headers is None and reply is None and type(data) is bytes:
             size = len(data)
             frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
+            proto = self._writer
+            if proto is not None and size <= self._max_payload:
+                pending = proto.out_bytes + len(frame)
+                if pending <= self._max_outbound:
+                    # The hot path: NatsProtocol.write() inlined; _send() has the rest.
+                    out = proto._out
+                    if not out and proto._flush_call is None and not proto._producer_paused:
+                        proto._flush_call = self._clock.callLater(0, proto._flush_turn)
+                    out.append(frame)
+                    proto.out_bytes = pending
+                    self._out_msgs += 1
+                    self._out_bytes += size
+                    return
         else:
             frame, size = self._encode(subject, subj, data, reply, headers)
+        self._send(frame, size, len(data))
+
+    def _respond(
+        self, reply: str, data: bytes, headers: HeaderInput | None
+    ) -> None:
+        """Publish to a reply subject: validated, but never put in the subject cache."""
+        subj = reply_subject(reply)
+        frame, size = self._encode(reply, subj, data, None, headers)
+        self._send(frame, size, len(data))
+
+    def _send(self, frame: bytes, size: int, payload: int) -> None:
+        """Queue an encoded PUB/HPUB frame (the tail of publish(), for the slower paths)."""
         if size > self._max_payload:
             raise MaxPayloadError(
                 f"message of {size} bytes exceeds the server's max_payload {self._max_payload}"
@@ -674,16 +715,11 @@ class Client:
                     f"outbound buffer full ({proto.out_bytes} bytes pending); "
                     "wait for wait_for_room()"
                 )
-            # NatsProtocol.write(), inlined: this is the hot path.
-            out = proto._out
-            if not out and proto._flush_call is None and not proto._producer_paused:
-                proto._flush_call = self._clock.callLater(0, proto._flush_turn)
-            out.append(frame)
-            proto.out_bytes = pending
+            proto.write(frame)
         else:
             self._publish_offline(frame)
         self._out_msgs += 1
-        self._out_bytes += len(data)  # payload only, as in_bytes counts it
+        self._out_bytes += payload
 
     @staticmethod
     def _encode(
@@ -1097,6 +1133,11 @@ class Client:
         if self._fully_closed:
             return
         self._fully_closed = True
+        trigger, self._shutdown_trigger = self._shutdown_trigger, None
+        if trigger is not None:
+            remove = getattr(self._reactor, "removeSystemEventTrigger", None)
+            if remove is not None:
+                remove(trigger)
         self._proto = None
         log.info("Closed")
         self.schedule(self._call_user, "closed", self.options.closed_cb)

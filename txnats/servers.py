@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from twisted.internet.endpoints import HostnameEndpoint, clientFromString
 from twisted.internet.interfaces import IReactorCore, IStreamClientEndpoint
 
 from txnats.errors import ConnectError
@@ -75,6 +74,10 @@ class Server:
             from txnats.websocket import websocket_endpoint
 
             return websocket_endpoint(reactor, self, timeout, tls_creator)
+        # Imported here: twisted.internet.endpoints loads OpenSSL, which costs a
+        # noticeable part of a second at import time.
+        from twisted.internet.endpoints import HostnameEndpoint, clientFromString
+
         if self.endpoint_description is not None:
             ep: IStreamClientEndpoint = clientFromString(  # type: ignore[no-untyped-call]
                 reactor, self.endpoint_description

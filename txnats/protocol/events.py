@@ -12,13 +12,7 @@ __all__ = ["OK", "PING", "PONG", "Err", "Event", "Info", "Msg", "Ok", "Ping", "P
 
 
 class _Publisher(Protocol):
-    def publish(
-        self,
-        subject: str,
-        data: bytes = b"",
-        reply: str | None = None,
-        headers: HeaderInput | None = None,
-    ) -> None: ...
+    def _respond(self, reply: str, data: bytes, headers: HeaderInput | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +82,7 @@ class Msg:
             raise NoReplySubjectError(f"message on {self.subject!r} has no reply subject")
         if self._client is None:
             raise NoReplySubjectError("message is not bound to a client")
-        self._client.publish(self.reply, data, headers=headers)
+        self._client._respond(self.reply, data, headers)
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."
