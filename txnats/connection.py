@@ -38,6 +38,7 @@ from txnats.errors import (
 from txnats.protocol.commands import PING, PONG, encode_connect
 from txnats.protocol.events import Err, Info, Msg, Ping, Pong
 from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
+from txnats.tls import is_tls_failure
 
 __all__ = ["ConnectionHandler", "NatsProtocol", "classify_error"]
 
@@ -164,7 +165,7 @@ class NatsProtocol(Protocol):
         self._ping_call = self._flush_call = self._close_call = None
         err = self._close_reason
         if err is None:
-            if self.tls_active and _is_tls_failure(reason):
+            if self.tls_active and is_tls_failure(reason):
                 err = TLSError(f"TLS failed: {reason.getErrorMessage()}")
             else:
                 err = ConnectionClosedError(f"connection lost: {reason.getErrorMessage()}")
@@ -447,16 +448,3 @@ def _as_connect_error(error: ServerError) -> ConnectError:
     err = ConnectError(f"server refused the connection: {error.server_message}")
     err.__cause__ = error
     return err
-
-
-def _is_tls_failure(reason: Failure) -> bool:
-    """True when a connection ended because of TLS (handshake or verification)."""
-    try:
-        from OpenSSL import SSL
-    except ImportError:  # pragma: no cover
-        return False
-    value = reason.value
-    if isinstance(value, SSL.Error):
-        return True
-    name = type(value).__name__
-    return "Verification" in name or "Certificate" in name

@@ -6,9 +6,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from twisted.python.failure import Failure
+
 from txnats.errors import TLSError
 
-__all__ = ["TLSConfig"]
+__all__ = ["TLSConfig", "is_tls_failure"]
 
 _PEM_CERT = re.compile(
     rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL
@@ -72,3 +74,16 @@ class TLSConfig:
             return ssl.optionsForClientTLS(name, trustRoot=trust, clientCertificate=client_cert)
         except Exception as e:
             raise TLSError(f"cannot set up TLS for {name!r}: {e}") from None
+
+
+def is_tls_failure(reason: Failure) -> bool:
+    """True when a connection ended because of TLS (handshake or verification)."""
+    try:
+        from OpenSSL import SSL
+    except ImportError:  # pragma: no cover
+        return False
+    value = reason.value
+    if isinstance(value, SSL.Error):
+        return True
+    name = type(value).__name__
+    return "Verification" in name or "Certificate" in name

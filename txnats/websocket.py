@@ -64,6 +64,7 @@ from zope.interface import implementer
 
 from txnats.errors import ConnectError, NatsError, TLSError
 from txnats.servers import Server
+from txnats.tls import is_tls_failure
 
 try:
     from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
@@ -223,7 +224,7 @@ class _Attempt:
 
     def _tcp_failed(self, failure: Failure) -> None:
         self._tcp_d = None
-        if _is_tls_failure(failure):
+        if is_tls_failure(failure):
             self._fail(TLSError(f"TLS with {self.url} failed: {_tls_message(failure)}"))
         else:
             self._fail(ConnectError(f"cannot connect to {self.url}: {failure.getErrorMessage()}"))
@@ -287,7 +288,7 @@ class _Attempt:
         """The connection ended before the WebSocket opened."""
         if self.decided:
             return
-        if _is_tls_failure(reason):
+        if is_tls_failure(reason):
             self._fail(TLSError(f"TLS with {self.url} failed: {_tls_message(reason)}"))
             return
         why = ws.wasNotCleanReason
@@ -573,19 +574,6 @@ class WebSocketTransport:
 
     def __repr__(self) -> str:
         return f"<WebSocketTransport {self._ws.factory.url}>"
-
-
-def _is_tls_failure(reason: Failure) -> bool:
-    """True when a connection ended because of TLS (handshake or verification)."""
-    try:
-        from OpenSSL import SSL
-    except ImportError:  # pragma: no cover
-        return False
-    value = reason.value
-    if isinstance(value, SSL.Error):
-        return True
-    name = type(value).__name__
-    return "Verification" in name or "Certificate" in name
 
 
 def _tls_message(reason: Failure) -> str:
