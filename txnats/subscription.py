@@ -140,20 +140,21 @@ class Subscription:
         self.pending_msgs -= 1
         self.pending_bytes -= len(msg.data)
         self.delivered += 1
+        if self._slow or self.backpressure:
+            self._below_low_water()
+        return msg
+
+    def _below_low_water(self) -> None:
+        """End a slow-consumer episode, or resume reading, once the mailbox is half empty."""
         if (
-            self._slow
-            and self.pending_msgs <= self.pending_msgs_limit // 2
-            and self.pending_bytes <= self.pending_bytes_limit // 2
-        ):
-            # The episode ends once the mailbox has drained to half; ending it as soon
-            # as one message is taken would report once per message while overloaded.
-            self._slow = False
-        if self.backpressure and (
             self.pending_msgs <= self.pending_msgs_limit // 2
             and self.pending_bytes <= self.pending_bytes_limit // 2
         ):
-            self._client._backpressure(self, False)
-        return msg
+            # Ending the episode as soon as one message is taken would report once per
+            # message while overloaded.
+            self._slow = False
+            if self.backpressure:
+                self._client._backpressure(self, False)
 
     def _turn(self) -> None:
         self._scheduled = False
@@ -169,9 +170,15 @@ class Subscription:
             handler = self._handler
             if handler is not None:
                 n = 0
-                take = self._take
+                popleft = mailbox.popleft
                 while mailbox and self._inflight < self.concurrency and self._state != _CLOSED:
-                    msg = take()
+                    # self._take(), inlined: this loop runs once per message.
+                    msg = popleft()
+                    self.pending_msgs -= 1
+                    self.pending_bytes -= len(msg.data)
+                    self.delivered += 1
+                    if self._slow or self.backpressure:
+                        self._below_low_water()
                     try:
                         result = handler(msg)
                     except Exception as e:
