@@ -176,6 +176,9 @@ class ServerPool:
                 continue
             if _is_ip(s.host) and not _is_ip(template.host):
                 s.tls_hostname = template.tls_hostname or template.host
+            if s.user is None and s.token is None:
+                # As nats.go does: the URL credentials of the server it was learned from.
+                s.user, s.password, s.token = template.user, template.password, template.token
             known.add(s.hostport)
             new.append(s)
         if self.randomize:
