@@ -78,6 +78,9 @@ DEFAULT_PENDING_MSGS = 512 * 1024
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_OUTBOUND = 32 * 1024 * 1024
 DEFAULT_RECONNECT_BUFFER = 8 * 1024 * 1024
+#: The reconnect buffer packs whole frames into blocks of about this size: a bytes object
+#: per frame would cost ~40 bytes of overhead each (3x the bound for small messages).
+_RECONNECT_BLOCK = 64 * 1024
 
 
 class ClientState:
@@ -216,9 +219,12 @@ class Client:
         self._soon_call: IDelayedCall | None = None
         self._blocked: set[int] = set()
         self._room_waiters: list[Deferred[None]] = []
-        # Reconnecting: frames to send once connected, and flushes waiting for it.
+        # Reconnecting: frames to send once connected (whole frames, packed into blocks;
+        # the newest block still filling in _reconnect_tail), and flushes waiting for it.
         self._reconnect_buf: list[bytes] = []
+        self._reconnect_tail = bytearray()
         self._reconnect_bytes = 0
+        self._reconnect_msgs = 0
         self._offline_flushes: list[Deferred[None]] = []
         self._attempt_call: IDelayedCall | None = None
         self._attempt_d: Deferred[NatsProtocol] | None = None
@@ -461,7 +467,17 @@ class Client:
             if unsent:
                 self._reconnect_buf[:0] = unsent
                 self._reconnect_bytes += sum(len(f) for f in unsent)
+                self._reconnect_msgs += len(unsent)  # (a block re-queued counts as one)
             self._offline_flushes[:0] = proto.take_pending_pings()
+            # wait_for_room() returns at once while disconnected: so do those pending now.
+            self.outbound_drained()
+            # The first retry goes to another server: servers discovered while connected
+            # were appended behind the lost one, which would otherwise be dialled first
+            # (and a frozen one answers the dial, then nothing until connect_timeout).
+            lost, pool = self._server, self._pool.servers
+            if lost in pool and len(pool) > 1:
+                pool.remove(lost)
+                pool.append(lost)
             self._set_state(_S.RECONNECTING)
             self._schedule_attempt()
         else:
@@ -608,10 +624,14 @@ class Client:
             if sub.max_msgs is not None:
                 frames.append(encode_unsub(sub.sid, sub.max_msgs - sub.received))
         frames.extend(self._reconnect_buf)
+        if self._reconnect_tail:
+            frames.append(bytes(self._reconnect_tail))
         if frames:
             proto.write_many(frames, sum(len(f) for f in frames))
         self._reconnect_buf = []
+        self._reconnect_tail = bytearray()
         self._reconnect_bytes = 0
+        self._reconnect_msgs = 0
         for waiter in self._offline_flushes:
             proto.ping().chainDeferred(waiter)
         self._offline_flushes = []
@@ -749,11 +769,20 @@ class Client:
                 f"reconnect buffer full ({self._reconnect_bytes} of {limit} bytes) "
                 "while disconnected"
             )
-        self._reconnect_buf.append(frame)
+        tail = self._reconnect_tail
+        tail += frame
         self._reconnect_bytes += len(frame)
+        self._reconnect_msgs += 1
+        if len(tail) >= _RECONNECT_BLOCK:
+            self._reconnect_buf.append(bytes(tail))
+            self._reconnect_tail = bytearray()
 
     def wait_for_room(self) -> Deferred[None]:
-        """Fire when the outbound buffer has been handed to the socket."""
+        """Fire when the outbound buffer has been handed to the socket.
+
+        While disconnected it fires at once (publishes go to the bounded reconnect
+        buffer, or raise), and so does a call pending when the connection is lost.
+        """
         if self._state == _S.CLOSED:
             return fail(ConnectionClosedError("client is closed"))
         proto = self._proto
@@ -1113,15 +1142,17 @@ class Client:
             waiter.errback(closed)
         self._offline_flushes = []
         self._room_waiters = []
-        if self._reconnect_buf:
+        if self._reconnect_bytes:
             lost = ConnectionClosedError(
-                f"closed while disconnected: {len(self._reconnect_buf)} buffered publishes "
+                f"closed while disconnected: {self._reconnect_msgs} buffered publishes "
                 f"({self._reconnect_bytes} bytes) were never sent"
             )
             log.warn("{error}", error=str(lost))
             self._report(lost)
         self._reconnect_buf = []
+        self._reconnect_tail = bytearray()
         self._reconnect_bytes = 0
+        self._reconnect_msgs = 0
         proto = self._proto
         if proto is not None and not proto.lost:
             proto.close()  # connection_lost() finishes the close
