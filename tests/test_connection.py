@@ -77,8 +77,8 @@ class FakeHandler:
         self.infos.append(info)
         return dict(self.options)
 
-    def msg_received(self, msg: Msg) -> None:
-        self.msgs.append(msg)
+    def msgs_received(self, msgs: list[Msg]) -> None:
+        self.msgs.extend(msgs)
 
     def info_received(self, info: dict[str, Any]) -> None:
         self.updates.append(info)
@@ -729,7 +729,7 @@ class ErrAfterHandshakeTests(ProtocolTestMixin, SynchronousTestCase):
 
 class InboundTests(ProtocolTestMixin, SynchronousTestCase):
     def test_messages_dispatched_in_order(self) -> None:
-        """MSG and HMSG frames reach msg_received in order, with their fields."""
+        """MSG and HMSG frames reach msgs_received in order, with their fields."""
         proto, _, handler, _ = self.establish()
         proto.dataReceived(
             b"MSG a 1 2\r\nhi\r\nMSG b 2 r.1 0\r\n\r\n"

@@ -441,8 +441,8 @@ class RecordingHandler:
     def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
         return {"verbose": False, "protocol": 1}
 
-    def msg_received(self, msg: Msg) -> None:
-        self.msgs.append(msg)
+    def msgs_received(self, msgs: list[Msg]) -> None:
+        self.msgs.extend(msgs)
 
     def info_received(self, info: dict[str, Any]) -> None:
         self.infos.append(info)

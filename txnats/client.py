@@ -400,16 +400,27 @@ class Client:
     def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
         return self._connect_options(info)
 
-    def msg_received(self, msg: Msg) -> None:
-        self._in_msgs += 1
-        self._in_bytes += len(msg.data)
-        sub = self._subs.get(msg.sid)
-        if sub is None:
-            return  # late message for a subscription that already ended
-        sub._enqueue(msg)
-        mx = sub.max_msgs
-        if mx is not None and sub.received >= mx:
-            sub._input_done()
+    def msgs_received(self, msgs: list[Msg]) -> None:
+        """Put messages in their subscriptions' mailboxes (called while parsing)."""
+        subs = self._subs
+        nbytes = 0
+        last_sid = -1
+        sub: Subscription | None = None
+        for msg in msgs:
+            nbytes += len(msg.data)
+            sid = msg.sid
+            if sid != last_sid:
+                sub = subs.get(sid)
+                last_sid = sid
+            if sub is None:
+                continue  # late message for a subscription that already ended
+            sub._enqueue(msg)
+            mx = sub.max_msgs
+            if mx is not None and sub.received >= mx:
+                sub._input_done()
+                last_sid = -1  # it is gone from the registry now
+        self._in_msgs += len(msgs)
+        self._in_bytes += nbytes
 
     def info_received(self, info: dict[str, Any]) -> None:
         self.server_info = info

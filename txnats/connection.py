@@ -55,7 +55,7 @@ class ConnectionHandler(TypingProtocol):
     """What a :class:`NatsProtocol` reports to (implemented by the client)."""
 
     def connect_options(self, info: dict[str, Any]) -> dict[str, Any]: ...
-    def msg_received(self, msg: Msg) -> None: ...
+    def msgs_received(self, msgs: list[Msg]) -> None: ...
     def info_received(self, info: dict[str, Any]) -> None: ...
     def server_error(self, error: ServerError) -> None: ...
     def schedule(self, fn: Callable[..., object], *args: object) -> None: ...
@@ -241,16 +241,25 @@ class NatsProtocol(Protocol):
         self._dispatch(events)
 
     def _dispatch(self, events: list[Any] | list[object]) -> None:
+        if not events:
+            return
         if not self._got_info and events and type(events[0]) not in (Info, Err):
             # The server speaks first, with INFO; anything else is not a NATS server.
             self.abort(ProtocolError(f"expected INFO first, got {type(events[0]).__name__}"))
             return
-        handler = self.handler
-        msg_received = handler.msg_received
+        if self.parser.controls == 0:
+            # Only messages (the common case): hand them over in one call.
+            self.handler.msgs_received(events)  # type: ignore[arg-type]
+            return
+        msgs_received = self.handler.msgs_received
+        run: list[Msg] = []
         for ev in events:
             if type(ev) is Msg:
-                msg_received(ev)
+                run.append(ev)
                 continue
+            if run:
+                msgs_received(run)
+                run = []
             if type(ev) is Ping:
                 self.write(PONG)
             elif type(ev) is Pong:
@@ -261,6 +270,8 @@ class NatsProtocol(Protocol):
                 self._on_err(ev.message)
             if self.closing:
                 return  # only control events can end the connection; stop at once
+        if run:
+            msgs_received(run)
 
     @property
     def closing(self) -> bool:

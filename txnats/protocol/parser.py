@@ -14,6 +14,7 @@ parser refuses further input.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from txnats.errors import ProtocolError
@@ -27,6 +28,12 @@ DEFAULT_MAX_CONTROL_LINE = 64 * 1024
 #: Largest payload ever accepted, whatever the server announces (nats-server's own cap).
 HARD_MAX_PAYLOAD = 64 * 1024 * 1024
 _MAX_DIGITS = 10
+# MSG as nats-server writes it: MSG <subject> <sid> [reply] <size>, single spaces.
+# Anything else (tabs, lowercase, errors) takes the general path.
+_TOKEN = rb"([^ \t\r\n\x0b\x0c]+)"
+_MSG_LINE = re.compile(
+    rb"MSG " + _TOKEN + rb" ([0-9]{1,20}) (?:" + _TOKEN + rb" )?([0-9]{1,10})\r\n"
+)
 # Below this many held bytes, the next read is joined to them as bytes.
 _SMALL = 64 * 1024
 
@@ -93,7 +100,15 @@ def _text(raw: bytes) -> str:
 class Parser:
     """Turn server bytes into events. One parser per connection."""
 
-    __slots__ = ("_buf", "_failed", "_pending", "_scan", "max_control_line", "max_payload")
+    __slots__ = (
+        "_buf",
+        "_failed",
+        "_pending",
+        "_scan",
+        "controls",
+        "max_control_line",
+        "max_payload",
+    )
 
     def __init__(
         self,
@@ -108,6 +123,8 @@ class Parser:
         # (subject, sid, reply, header length or -1, total length) awaiting its payload.
         self._pending: tuple[str, int, str | None, int, int] | None = None
         self._failed = False
+        #: How many events other than MSG/HMSG the last feed() returned.
+        self.controls = 0
 
     @property
     def buffered(self) -> int:
@@ -135,6 +152,7 @@ class Parser:
                 buf = bytearray(held)
                 buf += data
         events: list[Event] = []
+        self.controls = 0
         try:
             pos = self._parse(buf, events)  # type: ignore[arg-type]
         except ProtocolError as e:
@@ -170,6 +188,7 @@ class Parser:
         append = events.append
         max_line = self.max_control_line
         is_bytes = type(buf) is bytes
+        msg_match = _MSG_LINE.match
         while True:
             pending = self._pending
             if pending is not None:
@@ -187,6 +206,35 @@ class Parser:
                 pos = end + 2
                 scan = pos
                 self._pending = None
+                continue
+            m = msg_match(buf, pos)
+            if m is not None:
+                # The commonest frame, as nats-server writes it (single spaces): one C
+                # call finds, splits and checks the control line.
+                subj_raw, sid_raw, reply_raw, size_raw = m.groups()
+                start = m.end()
+                if start - pos - 2 > max_line:
+                    raise ProtocolError("control line exceeds the maximum length")
+                total = int(size_raw)
+                if total > self.max_payload:
+                    raise ProtocolError(
+                        f"message of {total} bytes exceeds the limit {self.max_payload}"
+                    )
+                try:
+                    subject = subj_raw.decode()
+                except UnicodeDecodeError:
+                    subject = subj_raw.decode("utf-8", "surrogateescape")
+                reply = None if reply_raw is None else _text(reply_raw)
+                end = start + total
+                if end + 2 <= n:
+                    if buf[end : end + 2] != b"\r\n":
+                        raise ProtocolError("payload not followed by CRLF")
+                    data = buf[start:end] if is_bytes else bytes(buf[start:end])
+                    append(Msg(subject, reply, data, None, int(sid_raw)))
+                    pos = scan = end + 2
+                else:
+                    self._pending = (subject, int(sid_raw), reply, -1, total)
+                    pos = scan = start
                 continue
             i = buf.find(b"\r\n", scan)
             if i < 0:
@@ -252,19 +300,23 @@ class Parser:
                 if len(args) != 1:
                     raise ProtocolError("PING takes no arguments")
                 append(PING)
+                self.controls += 1
             elif op == b"PONG":
                 if len(args) != 1:
                     raise ProtocolError("PONG takes no arguments")
                 append(PONG)
+                self.controls += 1
             elif op == b"+OK":
                 if len(args) != 1:
                     raise ProtocolError("+OK takes no arguments")
                 append(OK)
+                self.controls += 1
             elif op == b"-ERR":
                 text = line.split(None, 1)[1].strip() if len(args) > 1 else b""
                 if len(text) >= 2 and text[:1] == b"'" and text[-1:] == b"'":
                     text = text[1:-1]
                 append(Err(_text(text)))
+                self.controls += 1
             elif op == b"INFO":
                 if len(args) < 2:
                     raise ProtocolError("INFO without a payload")
@@ -273,6 +325,7 @@ class Parser:
                 except (ValueError, RecursionError) as e:
                     raise ProtocolError(f"INFO is not valid JSON: {e}") from None
                 append(Info(validate_info(options)))
+                self.controls += 1
             else:
                 raise ProtocolError(f"unknown protocol operation {args[0][:16]!r}")
         self._scan = scan
