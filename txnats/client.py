@@ -729,7 +729,11 @@ class Client:
     ) -> None:
         """Publish to a reply subject: validated, but never put in the subject cache."""
         subj = reply_subject(reply)
-        frame, size = self._encode(reply, subj, data, None, headers)
+        if headers is None and type(data) is bytes:
+            size = len(data)
+            frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
+        else:
+            frame, size = self._encode(reply, subj, data, None, headers)
         self._send(frame, size, len(data))
 
     def _send(self, frame: bytes, size: int, payload: int) -> None:
@@ -757,9 +761,10 @@ class Client:
         subject: str, subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
     ) -> tuple[bytes, int]:
         """Encode PUB with a reply, or HPUB; return the frame and the message size."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidArgumentError(f"data must be bytes, not {type(data).__name__}")
-        data = bytes(data)
+        if type(data) is not bytes:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise InvalidArgumentError(f"data must be bytes, not {type(data).__name__}")
+            data = bytes(data)
         if headers is None:
             if reply is None:
                 return b"PUB %s %d\r\n%s\r\n" % (subj, len(data), data), len(data)
@@ -928,9 +933,19 @@ class Client:
                 mux = self._mux = RequestMux(self, f"{self.new_inbox()}.")
             except NatsError as e:
                 return fail(e)
+        try:
+            subj = _pub_cache.get(subject) or publish_subject(subject)
+        except NatsError as e:
+            return fail(e)
         reply, d = mux.new_reply(subject, timeout)
         try:
-            self.publish(subject, data, reply, headers)
+            if headers is None and type(data) is bytes:
+                # The reply subject is ours and known to be valid: no need to check it.
+                size = len(data)
+                frame = b"PUB %s %s %d\r\n%s\r\n" % (subj, reply.encode(), size, data)
+            else:
+                frame, size = self._encode(subject, subj, data, reply, headers)
+            self._send(frame, size, len(data))
         except NatsError as e:
             mux.forget(reply)
             return fail(e)
