@@ -7,7 +7,6 @@ in threads so the reactor stays free.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -206,10 +205,6 @@ class CompareTests(TestCase):
     """``benchmarks/compare.py`` in quick mode, as CI runs it."""
 
     timeout = 180
-
-    def setUp(self) -> None:
-        if importlib.util.find_spec("nats") is None:
-            self.skipTest("nats-py is not installed")
 
     async def test_compare_quick(self) -> None:
         """The quick comparison runs every workload through both clients on one server
