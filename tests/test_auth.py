@@ -18,60 +18,21 @@ import base64
 import hashlib
 import json
 import os
-import shutil
-import socket
-import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import nkeys  # in the test extra: NKEY and JWT auth are tested, never skipped
-from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 from twisted.trial import unittest
 
 import txnats
+from tests._helpers import WAIT, bounded, free_port, reactor, temp_file, wait_until
 from txnats import AuthorizationError, ClientState, ConnectError, auth
 from txnats.servers import ServerPool, parse_server
 from txnats.testing import NatsServer
 
-reactor: Any = _reactor
-WAIT = 5.0
 
-
-def bounded(d: Deferred[Any], seconds: float = WAIT) -> Deferred[Any]:
-    return d.addTimeout(seconds, reactor)
-
-
-async def sleep(seconds: float) -> None:
-    await deferLater(reactor, seconds, lambda: None)
-
-
-async def wait_until(pred: Callable[[], bool], seconds: float = WAIT) -> None:
-    deadline = reactor.seconds() + seconds
-    while not pred():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"condition not met within {seconds}s")
-        await sleep(0.02)
-
-
-def temp_file(case: unittest.TestCase, name: str = "file") -> str:
-    """A path in a fresh temporary directory removed after the test (not under cwd)."""
-    directory = tempfile.mkdtemp(prefix="txnats-test-")
-    case.addCleanup(shutil.rmtree, directory, True)
-    return os.path.join(directory, name)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-# ---------------------------------------------------------------------- NKEYs and JWTs
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 

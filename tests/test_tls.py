@@ -20,66 +20,29 @@ The eight cases of the matrix:
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import trustme
-from twisted.internet import reactor as _reactor
-from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 from twisted.trial import unittest
 
 import txnats
+from tests._helpers import WAIT, bounded, free_port, reactor, sleep, temp_file, wait_until
 from txnats import ConnectError, TLSError
 from txnats.servers import ServerPool, parse_server
 from txnats.testing import FaultProxy, NatsServer
 from txnats.tls import TLSConfig
 
-reactor: Any = _reactor
-
-#: The longest any single wait may take.
-WAIT = 5.0
 #: connect_timeout given to clients in failure cases.
 CONNECT_TIMEOUT = 2.0
 #: Slack on top of connect_timeout before a failure counts as a hang.
 SLACK = 1.5
 
 
-def bounded(d: Deferred[Any], seconds: float = WAIT) -> Deferred[Any]:
-    return d.addTimeout(seconds, reactor)
 
 
-async def sleep(seconds: float) -> None:
-    await deferLater(reactor, seconds, lambda: None)
 
 
-async def wait_until(pred: Callable[[], bool], seconds: float = WAIT) -> None:
-    """Poll ``pred`` every 20 ms; fail after ``seconds``."""
-    deadline = reactor.seconds() + seconds
-    while not pred():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"condition not met within {seconds}s")
-        await sleep(0.02)
 
-
-def temp_file(case: unittest.TestCase, name: str = "file") -> str:
-    """A path in a fresh temporary directory removed after the test (not under cwd)."""
-    directory = tempfile.mkdtemp(prefix="txnats-test-")
-    case.addCleanup(shutil.rmtree, directory, True)
-    return os.path.join(directory, name)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-# ---------------------------------------------------------------------- recording proxy
 class RecordingProxy:
     """A FaultProxy (passing bytes through) in front of a server; records client bytes."""
 

@@ -16,60 +16,33 @@ import atexit
 import functools
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import trustme
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
-from twisted.internet import reactor as _reactor
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IConsumer, IPushProducer, ITransport
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from twisted.trial import unittest
 from zope.interface.verify import verifyObject
 
 import txnats
 import txnats.websocket
+from tests._helpers import WAIT, bounded, free_port, reactor, sleep, wait_until
 from txnats import ConnectError, Msg, NoServersError, TLSError
 from txnats.servers import parse_server
 from txnats.testing import NatsServer, ServerStartError
 from txnats.websocket import WebSocketTransport, websocket_endpoint
 
-reactor: Any = _reactor
-
-#: The longest any single wait may take.
-WAIT = 5.0
 #: connect_timeout for clients in failure cases.
 CONNECT_TIMEOUT = 2.0
 
 
-def bounded(d: Deferred[Any], seconds: float = WAIT) -> Deferred[Any]:
-    return d.addTimeout(seconds, reactor)
 
 
-async def sleep(seconds: float) -> None:
-    await deferLater(reactor, seconds, lambda: None)
-
-
-async def wait_until(pred: Callable[[], bool], seconds: float = WAIT) -> None:
-    """Poll ``pred`` every 10 ms; fail after ``seconds``."""
-    deadline = reactor.seconds() + seconds
-    while not pred():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"condition not met within {seconds}s")
-        await sleep(0.01)
-
-
-def free_port() -> int:
-    """A loopback port where nothing listens (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def ws_config(port: int, extra: str = "") -> str:
