@@ -366,7 +366,9 @@ class Client:
         self._shutdown_trigger = None  # fired: must not be removed any more
         return self.close()
 
-    def _connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+    # ConnectionHandler: what NatsProtocol calls -----------------------------------
+    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+        """The CONNECT fields for this server's INFO (credentials included)."""
         opts = self.options
         server = self._attempt_server
         if opts.no_echo and int(info.get("proto", 0)) < 1:
@@ -395,10 +397,6 @@ class Client:
             )
         )
         return out
-
-    # ConnectionHandler -------------------------------------------------------------
-    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
-        return self._connect_options(info)
 
     def msgs_received(self, msgs: list[Msg]) -> None:
         """Put messages in their subscriptions' mailboxes (called while parsing)."""
