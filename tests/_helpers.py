@@ -50,3 +50,11 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def write_file(directory: str, name: str, data: bytes) -> str:
+    """Write ``data`` to ``directory/name``; return the path."""
+    path = os.path.join(directory, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path

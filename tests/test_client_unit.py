@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.error import ConnectionDone, ConnectionRefusedError
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -42,6 +42,8 @@ from txnats.errors import (
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import encode_headers
 
+from .test_connection import CountingTransport
+
 INFO: dict[str, Any] = {
     "server_id": "NTEST",
     "version": "2.10.0",
@@ -62,22 +64,6 @@ def info_line(**fields: Any) -> bytes:
 def msg_frame(subject: str, sid: int, data: bytes = b"", reply: str | None = None) -> bytes:
     rep = b"" if reply is None else reply.encode() + b" "
     return b"MSG %s %d %s%d\r\n%s\r\n" % (subject.encode(), sid, rep, len(data), data)
-
-
-class CountingTransport(StringTransport):
-    """A StringTransport that remembers each ``write`` call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-        super().write(data)
-
-    def reset(self) -> None:
-        self.clear()
-        self.writes = []
 
 
 class ServerSide:

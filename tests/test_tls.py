@@ -26,7 +26,16 @@ import trustme
 from twisted.trial import unittest
 
 import txnats
-from tests._helpers import WAIT, bounded, free_port, reactor, sleep, temp_file, wait_until
+from tests._helpers import (
+    WAIT,
+    bounded,
+    free_port,
+    reactor,
+    sleep,
+    temp_file,
+    wait_until,
+    write_file,
+)
 from txnats import ConnectError, TLSError
 from txnats.servers import ServerPool, parse_server
 from txnats.testing import FaultProxy, NatsServer
@@ -88,10 +97,7 @@ class Certs:
         self.other_ca_file = self._write("other-ca.pem", trustme.CA().cert_pem.bytes())
 
     def _write(self, name: str, data: bytes) -> str:
-        path = os.path.join(self.dir, name)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
+        return write_file(self.dir, name, data)
 
     def tls_block(self, *, verify: bool = False, handshake_first: bool = False) -> str:
         lines = [f'  cert_file: "{self.server_cert}"', f'  key_file: "{self.server_key}"']

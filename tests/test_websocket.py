@@ -31,7 +31,7 @@ from zope.interface.verify import verifyObject
 
 import txnats
 import txnats.websocket
-from tests._helpers import WAIT, bounded, free_port, reactor, sleep, wait_until
+from tests._helpers import WAIT, bounded, free_port, reactor, sleep, wait_until, write_file
 from txnats import ConnectError, Msg, NoServersError, TLSError
 from txnats.servers import parse_server
 from txnats.testing import NatsServer, ServerStartError
@@ -66,10 +66,7 @@ class Certs:
         self.other_ca_file = self._write("other-ca.pem", trustme.CA().cert_pem.bytes())
 
     def _write(self, name: str, data: bytes) -> str:
-        path = os.path.join(self.dir, name)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
+        return write_file(self.dir, name, data)
 
     def tls_block(self) -> str:
         return f'tls {{\n    cert_file: "{self.cert_file}"\n    key_file: "{self.key_file}"\n  }}'

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.defer import (
@@ -44,7 +43,6 @@ from txnats.errors import (
     InvalidArgumentError,
     MaxPayloadError,
     NatsError,
-    NoRespondersError,
     NoServersError,
     OutboundBufferFullError,
     PermissionViolationError,
@@ -53,9 +51,18 @@ from txnats.errors import (
 )
 from txnats.interfaces import IClient
 from txnats.nuid import next_nuid
+from txnats.options import (
+    DEFAULT_MAX_OUTBOUND,
+    DEFAULT_MAX_PAYLOAD,
+    DEFAULT_PENDING_BYTES,
+    DEFAULT_PENDING_MSGS,
+    DEFAULT_RECONNECT_BUFFER,
+    DEFAULT_URL,
+    Options,
+    Statistics,
+)
 from txnats.protocol.commands import (
     _pub_cache,
-    encode_hpub,
     encode_sub,
     encode_unsub,
     publish_subject,
@@ -63,21 +70,15 @@ from txnats.protocol.commands import (
 )
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput, encode_headers
-from txnats.request import RequestMux, is_no_responders
+from txnats.request import RequestMux, request_many
 from txnats.servers import Server, ServerPool, parse_servers
 from txnats.subscription import Handler, Subscription
 from txnats.tls import TLSConfig
 
-__all__ = ["Client", "ClientState", "Statistics", "connect"]
+__all__ = ["DEFAULT_URL", "Client", "ClientState", "Options", "Statistics", "connect"]
 
 log = Logger()
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
-DEFAULT_MAX_PAYLOAD = 1024 * 1024
-DEFAULT_PENDING_MSGS = 512 * 1024
-DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_OUTBOUND = 32 * 1024 * 1024
-DEFAULT_RECONNECT_BUFFER = 8 * 1024 * 1024
 #: The reconnect buffer packs whole frames into blocks of about this size: a bytes object
 #: per frame would cost ~40 bytes of overhead each (3x the bound for small messages).
 _RECONNECT_BLOCK = 64 * 1024
@@ -103,59 +104,6 @@ _TRANSITIONS: dict[str, frozenset[str]] = {
     _S.DRAINING_PUBS: frozenset({_S.CLOSED}),
     _S.CLOSED: frozenset(),
 }
-
-
-@dataclass
-class Statistics:
-    """Counters since the client was created."""
-
-    in_msgs: int = 0
-    out_msgs: int = 0
-    in_bytes: int = 0
-    out_bytes: int = 0
-    reconnects: int = 0
-
-
-@dataclass
-class Options:
-    """Every connection option; see :func:`connect` for their meaning."""
-
-    name: str | None = None
-    user: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
-    verbose: bool = False
-    pedantic: bool = False
-    no_echo: bool = False
-    connect_timeout: float = 2.0
-    ping_interval: float = 120.0
-    max_pings_out: int = 2
-    inbox_prefix: str = "_INBOX"
-    pending_msgs_limit: int = DEFAULT_PENDING_MSGS
-    pending_bytes_limit: int = DEFAULT_PENDING_BYTES
-    drain_timeout: float = 30.0
-    max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND
-    allow_reconnect: bool = True
-    max_reconnect_attempts: int = 60
-    reconnect_wait: float = 2.0
-    reconnect_jitter: float = 0.1
-    reconnect_buffer_size: int = DEFAULT_RECONNECT_BUFFER
-    no_randomize: bool = False
-    ignore_discovered_servers: bool = False
-    retry_on_failed_connect: bool = False
-    token_handler: Callable[[], str] | None = field(default=None, repr=False)
-    nkeys_seed: str | None = field(default=None, repr=False)
-    nkeys_seed_file: str | None = None
-    user_credentials: str | None = None
-    user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
-    signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
-    tls: TLSConfig | None = None
-    error_cb: Callable[[Exception], object] | None = None
-    disconnected_cb: Callable[[NatsError], object] | None = None
-    reconnected_cb: Callable[[], object] | None = None
-    closed_cb: Callable[[], object] | None = None
-    lame_duck_cb: Callable[[], object] | None = None
-    discovered_servers_cb: Callable[[list[str]], object] | None = None
 
 
 class _OneProtocolFactory(Factory):
@@ -711,15 +659,15 @@ class Client:
                 if pending <= self._max_outbound:
                     # The hot path: NatsProtocol.write() inlined; _send() has the rest.
                     out = proto._out
-                    if not out and proto._flush_call is None and not proto._producer_paused:
-                        proto._flush_call = self._clock.callLater(0, proto._flush_turn)
+                    if not out:
+                        proto.schedule_flush()
                     out.append(frame)
                     proto.out_bytes = pending
                     self._out_msgs += 1
                     self._out_bytes += size
                     return
         else:
-            frame, size = self._encode(subject, subj, data, reply, headers)
+            frame, size = self._encode(subj, data, reply, headers)
         self._send(frame, size, len(data))
 
     def _respond(
@@ -731,7 +679,7 @@ class Client:
             size = len(data)
             frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
         else:
-            frame, size = self._encode(reply, subj, data, None, headers)
+            frame, size = self._encode(subj, data, None, headers)
         self._send(frame, size, len(data))
 
     def _send(self, frame: bytes, size: int, payload: int) -> None:
@@ -756,7 +704,7 @@ class Client:
 
     @staticmethod
     def _encode(
-        subject: str, subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
+        subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
     ) -> tuple[bytes, int]:
         """Encode PUB with a reply, or HPUB; return the frame and the message size."""
         if type(data) is not bytes:
@@ -769,7 +717,10 @@ class Client:
             rep = reply_subject(reply)
             return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, len(data), data), len(data)
         hdr = encode_headers(headers)
-        return encode_hpub(subject, data, hdr, reply), len(hdr) + len(data)
+        rep = b"" if reply is None else reply_subject(reply) + b" "
+        hl = len(hdr)
+        total = hl + len(data)
+        return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, total, hdr, data), total
 
     def _publish_offline(self, frame: bytes) -> None:
         state = self._state
@@ -942,7 +893,7 @@ class Client:
                 size = len(data)
                 frame = b"PUB %s %s %d\r\n%s\r\n" % (subj, reply.encode(), size, data)
             else:
-                frame, size = self._encode(subject, subj, data, reply, headers)
+                frame, size = self._encode(subj, data, reply, headers)
             self._send(frame, size, len(data))
         except NatsError as e:
             mux.forget(reply)
@@ -967,64 +918,10 @@ class Client:
         ``sentinel(msg)`` is true (not included). Fails with :class:`NoRespondersError`
         if the server reports no subscriber; the inbox is always unsubscribed.
         """
-        if timeout <= 0 or (stall is not None and stall <= 0):
-            return fail(InvalidArgumentError("timeout and stall must be positive"))
-        if max_msgs is not None and max_msgs <= 0:
-            return fail(InvalidArgumentError("max_msgs must be positive"))
-        results: list[Msg] = []
-        done: Deferred[list[Msg]] = Deferred(lambda _: finish(None))
-        timers: dict[str, IDelayedCall] = {}
-        clock = self._clock
-        inbox = self.new_inbox()
-
-        def finish(error: NatsError | None) -> None:
-            for t in timers.values():
-                if t.active():
-                    t.cancel()
-            timers.clear()
-            if sub.is_active:
-                sub.unsubscribe()
-            if done.called:
-                return
-            if error is None:
-                done.callback(results)
-            else:
-                done.errback(error)
-
-        def on_msg(msg: Msg) -> None:
-            if done.called:
-                return
-            if is_no_responders(msg):
-                if results:
-                    finish(None)
-                else:
-                    finish(NoRespondersError(f"no responders on {subject!r}"))
-                return
-            if sentinel is not None and sentinel(msg):
-                finish(None)
-                return
-            results.append(msg)
-            if max_msgs is not None and len(results) >= max_msgs:
-                finish(None)
-                return
-            if stall is not None:
-                old = timers.get("stall")
-                if old is not None and old.active():
-                    old.reset(stall)
-                else:
-                    timers["stall"] = clock.callLater(stall, finish, None)
-
-        try:
-            sub = self.subscribe(inbox, on_msg)
-        except NatsError as e:
-            return fail(e)
-        try:
-            self.publish(subject, data, inbox, headers)
-        except NatsError as e:
-            sub.unsubscribe()
-            return fail(e)
-        timers["total"] = clock.callLater(timeout, finish, None)
-        return done
+        return request_many(
+            self, subject, data, timeout=timeout, stall=stall, max_msgs=max_msgs,
+            sentinel=sentinel, headers=headers,
+        )
 
     # ================================================================== flush & drain
     def flush(self, timeout: float | None = 10.0) -> Deferred[None]:
@@ -1160,8 +1057,7 @@ class Client:
         for sub in list(self._subs.values()):
             sub._close(closed)
         self._subs.clear()
-        if self._mux is not None:
-            self._mux.fail_all(str(closed))
+        # (Pending requests fail as the request inbox subscription ends just above.)
         for waiter in self._offline_flushes + self._room_waiters:
             waiter.errback(closed)
         self._offline_flushes = []

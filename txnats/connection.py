@@ -395,15 +395,16 @@ class NatsProtocol(Protocol):
 
     def write(self, data: bytes) -> None:
         """Queue ``data``; it goes out, with everything else queued, at the turn's end."""
-        self._out.append(data)
-        self.out_bytes += len(data)
-        if self._flush_call is None and not self._producer_paused:
-            self._flush_call = self.clock.callLater(0, self._flush_turn)
+        self.write_many([data], len(data))
 
     def write_many(self, frames: list[bytes], nbytes: int) -> None:
-        """Queue several frames at once."""
+        """Queue several frames at once (``Client.publish`` inlines this)."""
         self._out.extend(frames)
         self.out_bytes += nbytes
+        self.schedule_flush()
+
+    def schedule_flush(self) -> None:
+        """Make sure what is queued leaves at the end of this turn."""
         if self._flush_call is None and not self._producer_paused:
             self._flush_call = self.clock.callLater(0, self._flush_turn)
 
@@ -428,8 +429,8 @@ class NatsProtocol(Protocol):
 
     def resumeProducing(self) -> None:
         self._producer_paused = False
-        if self._out and self._flush_call is None:
-            self._flush_call = self.clock.callLater(0, self._flush_turn)
+        if self._out:
+            self.schedule_flush()
 
     def stopProducing(self) -> None:
         self._producer_paused = True

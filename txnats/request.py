@@ -10,25 +10,29 @@ instead of waiting for its timeout.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txnats.errors import (
     ConnectionClosedError,
+    InvalidArgumentError,
+    NatsError,
     NoRespondersError,
     SlowConsumerError,
     TimeoutError,
 )
 from txnats.protocol.events import Msg
+from txnats.protocol.headers import HeaderInput
 
 if TYPE_CHECKING:
     from txnats.client import Client
     from txnats.subscription import Subscription
 
-__all__ = ["RequestMux"]
+__all__ = ["RequestMux", "is_no_responders", "request_many"]
 
 #: Pending limits of the shared inbox subscription: large, since every request's
 #: response passes through it.
@@ -135,17 +139,82 @@ class RequestMux:
                     else ConnectionClosedError("request inbox ended")
                 )
 
-    def fail_all(self, reason: str) -> None:
-        """Fail every pending request (the client is closing)."""
-        pending = list(self._pending)
-        for token in pending:
-            p = self._pop(token)
-            if p is not None:
-                p.deferred.errback(ConnectionClosedError(reason))
-
     def fail_subject(self, subject: str, error: Exception) -> None:
         """Fail the pending requests published to ``subject`` (publish was refused)."""
         for token, p in list(self._pending.items()):
             if p.subject == subject:
                 self._pop(token)
                 self._client.schedule(p.deferred.errback, error)
+
+
+def request_many(
+    client: Client,
+    subject: str,
+    data: bytes = b"",
+    *,
+    timeout: float = 1.0,
+    stall: float | None = None,
+    max_msgs: int | None = None,
+    sentinel: Callable[[Msg], bool] | None = None,
+    headers: HeaderInput | None = None,
+) -> Deferred[list[Msg]]:
+    """:meth:`txnats.Client.request_many`: a fresh inbox per call, on the client's public API."""
+    if timeout <= 0 or (stall is not None and stall <= 0):
+        return fail(InvalidArgumentError("timeout and stall must be positive"))
+    if max_msgs is not None and max_msgs <= 0:
+        return fail(InvalidArgumentError("max_msgs must be positive"))
+    results: list[Msg] = []
+    done: Deferred[list[Msg]] = Deferred(lambda _: finish(None))
+    timers: dict[str, IDelayedCall] = {}
+    clock = client._clock
+    inbox = client.new_inbox()
+
+    def finish(error: NatsError | None) -> None:
+        for t in timers.values():
+            if t.active():
+                t.cancel()
+        timers.clear()
+        if sub.is_active:
+            sub.unsubscribe()
+        if done.called:
+            return
+        if error is None:
+            done.callback(results)
+        else:
+            done.errback(error)
+
+    def on_msg(msg: Msg) -> None:
+        if done.called:
+            return
+        if is_no_responders(msg):
+            if results:
+                finish(None)
+            else:
+                finish(NoRespondersError(f"no responders on {subject!r}"))
+            return
+        if sentinel is not None and sentinel(msg):
+            finish(None)
+            return
+        results.append(msg)
+        if max_msgs is not None and len(results) >= max_msgs:
+            finish(None)
+            return
+        if stall is not None:
+            old = timers.get("stall")
+            if old is not None and old.active():
+                old.reset(stall)
+            else:
+                timers["stall"] = clock.callLater(stall, finish, None)
+
+    try:
+        sub = client.subscribe(inbox, on_msg)
+    except NatsError as e:
+        return fail(e)
+    try:
+        client.publish(subject, data, inbox, headers)
+    except NatsError as e:
+        sub.unsubscribe()
+        return fail(e)
+    timers["total"] = clock.callLater(timeout, finish, None)
+    return done
+

@@ -1,0 +1,80 @@
+"""Every connection option with its default, and the client's statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from txnats.errors import NatsError
+from txnats.tls import TLSConfig
+
+__all__ = [
+    "DEFAULT_MAX_OUTBOUND",
+    "DEFAULT_MAX_PAYLOAD",
+    "DEFAULT_PENDING_BYTES",
+    "DEFAULT_PENDING_MSGS",
+    "DEFAULT_RECONNECT_BUFFER",
+    "DEFAULT_URL",
+    "Options",
+    "Statistics",
+]
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+DEFAULT_PENDING_MSGS = 512 * 1024
+DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_OUTBOUND = 32 * 1024 * 1024
+DEFAULT_RECONNECT_BUFFER = 8 * 1024 * 1024
+
+
+@dataclass
+class Statistics:
+    """Counters since the client was created."""
+
+    in_msgs: int = 0
+    out_msgs: int = 0
+    in_bytes: int = 0
+    out_bytes: int = 0
+    reconnects: int = 0
+
+
+@dataclass
+class Options:
+    """Every connection option; see :func:`connect` for their meaning."""
+
+    name: str | None = None
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    verbose: bool = False
+    pedantic: bool = False
+    no_echo: bool = False
+    connect_timeout: float = 2.0
+    ping_interval: float = 120.0
+    max_pings_out: int = 2
+    inbox_prefix: str = "_INBOX"
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES
+    drain_timeout: float = 30.0
+    max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND
+    allow_reconnect: bool = True
+    max_reconnect_attempts: int = 60
+    reconnect_wait: float = 2.0
+    reconnect_jitter: float = 0.1
+    reconnect_buffer_size: int = DEFAULT_RECONNECT_BUFFER
+    no_randomize: bool = False
+    ignore_discovered_servers: bool = False
+    retry_on_failed_connect: bool = False
+    token_handler: Callable[[], str] | None = field(default=None, repr=False)
+    nkeys_seed: str | None = field(default=None, repr=False)
+    nkeys_seed_file: str | None = None
+    user_credentials: str | None = None
+    user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
+    signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
+    tls: TLSConfig | None = None
+    error_cb: Callable[[Exception], object] | None = None
+    disconnected_cb: Callable[[NatsError], object] | None = None
+    reconnected_cb: Callable[[], object] | None = None
+    closed_cb: Callable[[], object] | None = None
+    lame_duck_cb: Callable[[], object] | None = None
+    discovered_servers_cb: Callable[[list[str]], object] | None = None
