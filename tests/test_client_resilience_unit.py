@@ -29,6 +29,30 @@ class ReconnectKeepsWorkTests(ClientTestMixin, SynchronousTestCase):
         tail = written.split(b"PING\r\n", 1)[1]
         self.assertEqual(tail, b"PUB a 1\r\n1\r\nPUB a 1\r\n2\r\nPUB a 1\r\n3\r\n")
 
+    def test_unsent_publishes_of_every_shape_survive(self) -> None:
+        """Fast-path PUBs (queued as parts), PUBs with a reply, HPUBs and payloads that
+        look like commands come back whole and in order; the SUB is re-sent once."""
+        client, server = self.connected()
+        client.publish("a", b"PUB z 1\r\n")
+        client.subscribe("s")
+        client.publish("a", b"x" * 2000, reply="r")
+        client.publish("b", b"\r\n", headers={"K": "v"})
+        client.publish("a", b"")
+        server.lose()
+        self.clock.advance(3)
+        new = self.accept(reset=False)
+        self.clock.advance(0)
+        tail = new.transport.value().split(b"PING\r\n", 1)[1]
+        hdr = b"NATS/1.0\r\nK: v\r\n\r\n"
+        self.assertEqual(
+            tail,
+            b"SUB s 1\r\n"
+            + b"PUB a 9\r\nPUB z 1\r\n\r\n"
+            + b"PUB a r 2000\r\n" + b"x" * 2000 + b"\r\n"
+            + b"HPUB b %d %d\r\n%s\r\n\r\n" % (len(hdr), len(hdr) + 2, hdr)
+            + b"PUB a 0\r\n\r\n",
+        )
+
     def test_pending_flush_waits_for_reconnect(self) -> None:
         """A flush() pending when the connection drops fires on the next connection's PONG."""
         client, server = self.connected()

@@ -335,7 +335,7 @@ class PublishTests(ClientTestMixin, SynchronousTestCase):
     def test_bad_subjects_raise_and_write_nothing(self) -> None:
         """publish() with a bad subject or reply raises BadSubjectError and queues nothing."""
         client, server = self.connected()
-        for subject in ["", "a b", "a..b", "a.*", "a.>", ".a", "a.", "a\r\nPUB x 0"]:
+        for subject in ["", "a b", "a..b", "a.*", "a.>", ".a", "a.", "a\r\nPUB x 0", ["a"], 7]:
             self.assertRaises(BadSubjectError, client.publish, subject, b"x")
         self.assertRaises(BadSubjectError, client.publish, "ok", b"x", reply="bad reply")
         self.assertEqual(client.pending_bytes, 0)
@@ -358,6 +358,24 @@ class PublishTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         self.assertEqual(len(server.transport.writes), 1)
         self.assertEqual(server.transport.value().count(b"PUB a 64\r\n"), 1)
+
+    def test_frames_on_both_sides_of_the_prebuilt_sizes(self) -> None:
+        """Payloads below and above the prebuilt size lines encode the same way, and a
+        max_payload lowered by a later INFO holds on every path."""
+        client, server = self.connected()
+        sizes = [0, 1, 1023, 1024, 1025, 5000]
+        for n in sizes:
+            client.publish("a.b", b"y" * n)
+        self.clock.advance(0)
+        expected = b"".join(b"PUB a.b %d\r\n%s\r\n" % (n, b"y" * n) for n in sizes)
+        self.assertEqual(server.transport.value(), expected)
+        server.transport.clear()
+        server.send(info_line(max_payload=16))
+        self.assertEqual(client.max_payload, 16)
+        self.assertRaises(MaxPayloadError, client.publish, "a.b", b"y" * 17)
+        client.publish("a.b", b"y" * 16)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"PUB a.b 16\r\n" + b"y" * 16 + b"\r\n")
 
     def test_outbound_buffer_bound(self) -> None:
         """OutboundBufferFullError past max_outbound_bytes; that call writes nothing."""
@@ -657,6 +675,7 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
         """A request to an invalid subject fails at once and leaves no entry."""
         client, _server = self.connected()
         self.failureResultOf(client.request("bad subject", b""), BadSubjectError)
+        self.failureResultOf(client.request(["unhashable"], b""), BadSubjectError)  # type: ignore[arg-type]
         assert client._mux is not None
         self.assertEqual(len(client._mux), 0)
 

@@ -24,6 +24,7 @@ from txnats.protocol.commands import (
     publish_subject,
     queue_name,
     reply_subject,
+    split_frames,
     subscribe_subject,
 )
 from txnats.protocol.events import Msg
@@ -344,6 +345,37 @@ def as_server_delivery(wire: bytes, sid: int) -> bytes:
     fields = wire[:end].split(b" ")
     op = {b"PUB": b"MSG", b"HPUB": b"HMSG"}[fields[0]]
     return b" ".join([op, fields[1], b"%d" % sid, *fields[2:]]) + wire[end:]
+
+
+class SplitFramesTests(SynchronousTestCase):
+    """split_frames() cuts the client's own command stream back into whole frames."""
+
+    def test_every_kind_of_frame(self) -> None:
+        """PUB/HPUB payloads may hold CRLFs and command text; they stay whole."""
+        frames = [
+            encode_connect({"verbose": False}),
+            encode_sub("a.*", 1),
+            encode_pub("a.b", b"PUB x 3\r\nabc\r\n"),
+            b"PING\r\n",
+            encode_hpub("a.b", b"\r\n", {"K": ["v"]}, reply="r.1"),
+            encode_pub("a.c", b""),
+            encode_unsub(1, 5),
+            b"PONG\r\n",
+        ]
+        self.assertEqual(split_frames(b"".join(frames)), frames)
+        self.assertEqual(split_frames(b""), [])
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.binary(max_size=40), max_size=20))
+    def test_any_payloads(self, payloads: list[bytes]) -> None:
+        """Any run of PUB frames, whatever their payloads, splits back into itself."""
+        frames = [encode_pub("s", p) for p in payloads]
+        self.assertEqual(split_frames(b"".join(frames)), frames)
+
+    def test_truncated_stream_raises(self) -> None:
+        """A stream cut inside a line or a payload is refused, not half-split."""
+        self.assertRaises(ValueError, split_frames, b"PING\r\nPUB a 3\r\nab")
+        self.assertRaises(ValueError, split_frames, b"PING\r\nPON")
 
 
 class RoundTripPropertyTests(SynchronousTestCase):

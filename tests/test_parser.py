@@ -778,6 +778,61 @@ class FailureStateTests(SynchronousTestCase):
         self.assertEqual(cm.exception.events, [PONG, OK])  # type: ignore[attr-defined]
 
 
+class LineCacheTests(SynchronousTestCase):
+    """The parser remembers the last MSG control line; a repeat of it is parsed by one
+    comparison. It must mean exactly what parsing the line again would mean."""
+
+    def test_repeated_lines_give_the_same_messages(self) -> None:
+        """A run of identical control lines yields one Msg per frame, payloads apart."""
+        p = Parser()
+        events = p.feed(b"MSG a.b 7 2\r\nhi\r\nMSG a.b 7 2\r\nho\r\nMSG a.b 7 2\r\nhu\r\n")
+        self.assertEqual(
+            summarize(events), [msg("a.b", 7, b"hi"), msg("a.b", 7, b"ho"), msg("a.b", 7, b"hu")]
+        )
+
+    def test_cached_line_in_a_pending_payload_is_payload(self) -> None:
+        """Bytes equal to the cached line, arriving as a pending payload, are payload."""
+        line = b"MSG a 1 13\r\n"
+        p = Parser()
+        self.assertEqual(p.feed(line), [])
+        # Each 13-byte payload starts with the cached line itself.
+        events = p.feed(line + b"X\r\n" + line + line + b"X\r\n")
+        self.assertEqual(summarize(events), [msg("a", 1, line + b"X")] * 2)
+
+    def test_lower_max_payload_applies_to_a_cached_line(self) -> None:
+        """A line cached under a higher limit is checked again once the limit drops."""
+        p = Parser(max_payload=100)
+        self.assertEqual(summarize(p.feed(b"MSG a 1 50\r\n" + b"x" * 50 + b"\r\n")),
+                         [msg("a", 1, b"x" * 50)])
+        p.max_payload = 10
+        self.assertRaises(ProtocolError, p.feed, b"MSG a 1 50\r\n")
+
+    def test_bad_crlf_after_a_cached_frame(self) -> None:
+        """A repeated line whose payload is not followed by CRLF is a ProtocolError."""
+        p = Parser()
+        p.feed(b"MSG a 1 2\r\nhi\r\n")
+        with self.assertRaises(ProtocolError) as cm:
+            p.feed(b"MSG a 1 2\r\nhi\r\nMSG a 1 2\r\nhiX\r\n")
+        self.assertEqual(summarize(cm.exception.events), [msg("a", 1, b"hi")])  # type: ignore[attr-defined]
+
+    def test_line_split_across_feeds(self) -> None:
+        """A repeated line cut anywhere across two reads still parses."""
+        frame = b"MSG sub.j 3 rep 4\r\ndata\r\n"
+        for cut in range(1, len(frame)):
+            p = Parser()
+            first = p.feed(frame + frame[:cut])
+            rest = p.feed(frame[cut:])
+            self.assertEqual(
+                summarize(first + rest), [msg("sub.j", 3, b"data", "rep")] * 2, cut
+            )
+
+    def test_initial_line_means_what_it_says(self) -> None:
+        """The cache's starting line, sent by a server, parses as the general path would."""
+        p = Parser()
+        self.assertEqual(summarize(p.feed(b"MSG _ 0 0\r\n\r\n")), [msg("_", 0, b"")])
+        self.assertRaises(ProtocolError, Parser().feed, b"\r\n")
+
+
 # --------------------------------------------------------------------------------------
 # Hypothesis
 # --------------------------------------------------------------------------------------

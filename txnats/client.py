@@ -62,9 +62,11 @@ from txnats.options import (
     Statistics,
 )
 from txnats.protocol.commands import (
-    _pub_cache,
+    SIZE_LINES,
+    _pub_prefix_cache,
     encode_sub,
     encode_unsub,
+    pub_prefix,
     publish_subject,
     reply_subject,
 )
@@ -160,6 +162,8 @@ class Client:
         #: INFO of the server we are (or were last) connected to.
         self.server_info: dict[str, Any] = {}
         self._max_payload = DEFAULT_MAX_PAYLOAD
+        # Payloads below this size take publish()'s fast path (see _set_max_payload).
+        self._fast_size = min(len(SIZE_LINES), DEFAULT_MAX_PAYLOAD + 1)
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 0
         self._mux: RequestMux | None = None
@@ -368,11 +372,16 @@ class Client:
         self._in_msgs += len(msgs)
         self._in_bytes += nbytes
 
+    def _set_max_payload(self, mp: int) -> None:
+        self._max_payload = mp
+        # The fast path needs a prebuilt size line and no max_payload check.
+        self._fast_size = min(len(SIZE_LINES), mp + 1)
+
     def info_received(self, info: dict[str, Any]) -> None:
         self.server_info = info
         mp = info.get("max_payload")
         if isinstance(mp, int):
-            self._max_payload = mp
+            self._set_max_payload(mp)
         self._merge_discovered(info)
         if info.get("ldm") and not self._lame_duck_seen:
             self._lame_duck_seen = True
@@ -571,7 +580,7 @@ class Client:
         self._lame_duck_seen = False
         self.server_info = proto.info
         mp = proto.info.get("max_payload")
-        self._max_payload = mp if isinstance(mp, int) else DEFAULT_MAX_PAYLOAD
+        self._set_max_payload(mp if isinstance(mp, int) else DEFAULT_MAX_PAYLOAD)
         log.info("Connected to {url}", url=server)
         self._merge_discovered(proto.info)
         # Subscriptions first, then what was published while disconnected.
@@ -647,27 +656,31 @@ class Client:
         :class:`ConnectionDrainingError` or :class:`ConnectionClosedError`; when it raises,
         nothing was queued.
         """
-        subj = _pub_cache.get(subject)
-        if subj is None:
-            subj = publish_subject(subject)
+        try:
+            prefix = _pub_prefix_cache.get(subject)
+        except TypeError:  # unhashable: pub_prefix() says what is wrong with it
+            prefix = None
+        if prefix is None:
+            prefix = pub_prefix(subject)
         if headers is None and reply is None and type(data) is bytes:
             size = len(data)
-            frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
             proto = self._writer
-            if proto is not None and size <= self._max_payload:
-                pending = proto.out_bytes + len(frame)
+            if proto is not None and size < self._fast_size:
+                # The hot path: NatsProtocol.write() inlined; _send() has the rest. The
+                # frame's parts go on the out-list as they are: joining them there, once
+                # per flush, is the only copy of the payload.
+                line = SIZE_LINES[size]
+                pending = proto.out_bytes + len(prefix) + len(line) + size + 2
                 if pending <= self._max_outbound:
-                    # The hot path: NatsProtocol.write() inlined; _send() has the rest.
                     out = proto._out
                     if not out:
                         proto.schedule_flush()
-                    out.append(frame)
+                    out += (prefix, line, data, b"\r\n")
                     proto.out_bytes = pending
                     self._out_msgs += 1
                     self._out_bytes += size
                     return
-        else:
-            frame, size = self._encode(subj, data, reply, headers)
+        frame, size = self._encode(publish_subject(subject), data, reply, headers)
         self._send(frame, size, len(data))
 
     def _respond(
@@ -883,7 +896,7 @@ class Client:
             except NatsError as e:
                 return fail(e)
         try:
-            subj = _pub_cache.get(subject) or publish_subject(subject)
+            subj = publish_subject(subject)
         except NatsError as e:
             return fail(e)
         reply, d = mux.new_reply(subject, timeout)

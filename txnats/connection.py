@@ -35,7 +35,7 @@ from txnats.errors import (
     StaleConnectionError,
     TLSError,
 )
-from txnats.protocol.commands import PING, PONG, encode_connect
+from txnats.protocol.commands import PING, PONG, encode_connect, split_frames
 from txnats.protocol.events import Err, Info, Msg, Ping, Pong
 from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
 from txnats.tls import is_tls_failure
@@ -129,8 +129,8 @@ class NatsProtocol(Protocol):
         self.established = False
         self.lost = False
         self.pings_out = 0
-        # Outbound: frames waiting for the end of this reactor turn (or for the
-        # transport to ask for more), and their size.
+        # Outbound: what waits for the end of this reactor turn (or for the transport to
+        # ask for more), as whole frames or, from publish(), a frame's parts; and its size.
         self._out: list[bytes] = []
         self.out_bytes = 0
         self._flush_call: IDelayedCall | None = None
@@ -185,7 +185,11 @@ class NatsProtocol(Protocol):
 
     def take_unsent_publishes(self) -> list[bytes]:
         """Remove and return the PUB/HPUB frames never handed to the transport."""
-        frames = [f for f in self._out if f[:4] == b"PUB " or f[:5] == b"HPUB "]
+        # The out-list holds frames and pieces of frames (publish() appends a frame's
+        # parts): cut the bytes back into frames.
+        frames = [
+            f for f in split_frames(b"".join(self._out)) if f[:4] == b"PUB " or f[:5] == b"HPUB "
+        ]
         self._out.clear()
         self.out_bytes = 0
         return frames

@@ -22,9 +22,11 @@ __all__ = [
     "encode_pub",
     "encode_sub",
     "encode_unsub",
+    "pub_prefix",
     "publish_subject",
     "queue_name",
     "reply_subject",
+    "split_frames",
     "subscribe_subject",
 ]
 
@@ -37,6 +39,12 @@ _BAD = re.compile(r"[ \t\r\n\x0b\x0c\x00]")
 _CACHE_MAX = 4096
 _pub_cache: dict[str, bytes] = {}
 _sub_cache: dict[str, bytes] = {}
+# subject -> b"PUB <subject> ": the start of every PUB frame to it, built once.
+_pub_prefix_cache: dict[str, bytes] = {}
+
+#: ``SIZE_LINES[n] == b"%d\r\n" % n``: the end of a PUB control line for a payload of
+#: ``n`` bytes, prebuilt for small payloads (formatting it is most of encoding a frame).
+SIZE_LINES: tuple[bytes, ...] = tuple(b"%d\r\n" % n for n in range(1024))
 
 
 def _check(kind: str, subject: object, wildcards: bool) -> bytes:
@@ -93,6 +101,16 @@ def publish_subject(subject: str) -> bytes:
         if len(_pub_cache) < _CACHE_MAX:
             _pub_cache[subject] = b
     return b
+
+
+def pub_prefix(subject: str) -> bytes:
+    """Validate a subject to publish to; return ``b"PUB <subject> "`` (cached)."""
+    prefix = _pub_prefix_cache.get(subject) if type(subject) is str else None
+    if prefix is None:
+        prefix = b"PUB %s " % publish_subject(subject)
+        if len(_pub_prefix_cache) < _CACHE_MAX:
+            _pub_prefix_cache[subject] = prefix
+    return prefix
 
 
 def reply_subject(subject: str) -> bytes:
@@ -166,3 +184,23 @@ def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
     if max_msgs is None:
         return b"UNSUB %d\r\n" % sid
     return b"UNSUB %d %d\r\n" % (sid, max_msgs)
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    """Cut a stream of client -> server commands, as the encoders here write them, back
+    into whole frames (a PUB/HPUB frame with its payload)."""
+    frames: list[bytes] = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            raise ValueError(f"unterminated command at byte {pos}")
+        end = eol + 2
+        if data.startswith((b"PUB ", b"HPUB "), pos):
+            end += int(data[pos:eol].rsplit(b" ", 1)[1]) + 2
+            if end > n:
+                raise ValueError(f"truncated payload at byte {pos}")
+        frames.append(data[pos:end])
+        pos = end
+    return frames
