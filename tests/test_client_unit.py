@@ -176,8 +176,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         self.assertNoResult(d)
         server.send(b"PONG\r\n")
-        self.assertNoResult(d)  # not from inside dataReceived
-        self.clock.advance(0)
+        # Fired once the read carrying the PONG was dispatched: no reactor turn needed.
         self.assertIs(self.successResultOf(d), client)
         self.assertEqual(client.state, ClientState.CONNECTED)
         self.assertTrue(client.is_connected)
@@ -436,33 +435,37 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(server.transport.value(), b"")
         self.assertEqual(client.subscriptions, [])
 
-    def test_delivery_in_next_turn(self) -> None:
-        """A MSG is not handed to the handler inside dataReceived, but on the next turn."""
+    def test_delivery_after_the_whole_read(self) -> None:
+        """Handlers run once the whole read is parsed and dispatched, never midway, and
+        without waiting for another reactor turn."""
         client, server = self.connected()
         got: list[Msg] = []
-        client.subscribe("a", got.append)
+        seen_received: list[int] = []
+        sub = client.subscribe("a", lambda m: (got.append(m), seen_received.append(sub.received)))
         self.clock.advance(0)
-        server.send(msg_frame("a", 1, b"hello", reply="r"))
-        self.assertEqual(got, [])
-        self.clock.advance(0)
-        self.assertEqual([(m.subject, m.data, m.reply) for m in got], [("a", b"hello", "r")])
-        self.assertEqual(client.stats.in_msgs, 1)
+        calls = len(self.clock.getDelayedCalls())
+        server.send(msg_frame("a", 1, b"hello", reply="r") + msg_frame("a", 1, b"again"))
+        self.assertEqual([(m.subject, m.data, m.reply) for m in got],
+                         [("a", b"hello", "r"), ("a", b"again", None)])
+        self.assertEqual(seen_received, [2, 2])  # both were parsed before the first ran
+        self.assertEqual(len(self.clock.getDelayedCalls()), calls)  # no timed call
+        self.assertEqual(client.stats.in_msgs, 2)
 
-    def test_one_turn_for_a_batch(self) -> None:
-        """1000 messages in one dataReceived schedule exactly one turn, delivered in order."""
+    def test_a_batch_in_one_read(self) -> None:
+        """1000 messages in one read are delivered in order by the end of the read, with
+        no timed call."""
         client, server = self.connected()
         got: list[bytes] = []
         client.subscribe("a", lambda m: got.append(m.data))
         self.clock.advance(0)
         before = len(self.clock.getDelayedCalls())
         server.send(b"".join(msg_frame("a", 1, b"%d" % i) for i in range(1000)))
-        self.assertEqual(len(self.clock.getDelayedCalls()) - before, 1)
-        self.assertEqual(got, [])
-        self.clock.advance(0)
         self.assertEqual(got, [b"%d" % i for i in range(1000)])
+        self.assertEqual(len(self.clock.getDelayedCalls()), before)
 
-    def test_one_turn_for_many_subscriptions(self) -> None:
-        """Messages for several subscriptions in one read still cost one scheduled turn."""
+    def test_many_subscriptions_in_one_read(self) -> None:
+        """Messages for several subscriptions in one read are all handled at its end,
+        with no timed call."""
         client, server = self.connected()
         got: list[str] = []
         for subject in ("a", "b", "c"):
@@ -470,8 +473,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         before = len(self.clock.getDelayedCalls())
         server.send(b"".join(msg_frame(s, i + 1) for _ in range(100) for i, s in enumerate("abc")))
-        self.assertEqual(len(self.clock.getDelayedCalls()) - before, 1)
-        self.clock.advance(0)
+        self.assertEqual(len(self.clock.getDelayedCalls()), before)
         self.assertEqual(Counter(got), {"a": 100, "b": 100, "c": 100})
 
     def test_subscription_drain(self) -> None:
@@ -485,9 +487,6 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         self.assertEqual(server.transport.value(), b"UNSUB 1\r\nPING\r\n")
         server.send(msg_frame("a", 1, b"late") + b"PONG\r\n")
-        self.assertNoResult(d)
-        self.clock.advance(0)
-        self.clock.advance(0)
         self.assertEqual(got, [b"late"])
         self.successResultOf(d)
         self.assertFalse(sub.is_active)
@@ -523,9 +522,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         sub = client.subscribe("a", lambda m: got.append(m.data), pending_msgs_limit=10)
         self.clock.advance(0)
         server.send(b"".join(msg_frame("a", 1, b"%d" % i) for i in range(25)))
-        self.assertEqual(sub.pending_msgs, 10)
         self.assertEqual(sub.dropped, 15)
-        self.clock.advance(0)
         self.assertEqual(got, [b"%d" % i for i in range(10)])
         self.assertEqual(len(errors), 1)
         err = errors[0]
@@ -544,10 +541,10 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         client, server = self.connected()
         sub = client.subscribe("a", lambda m: None, pending_bytes_limit=10)
         self.clock.advance(0)
+        # All three arrive before any is handled: the third would make 15 bytes.
         server.send(msg_frame("a", 1, b"12345") * 3)
-        self.assertEqual((sub.pending_msgs, sub.pending_bytes, sub.dropped), (2, 10, 1))
-        self.clock.advance(0)
-        self.assertEqual(sub.delivered, 2)
+        self.assertEqual((sub.dropped, sub.delivered), (1, 2))
+        self.assertEqual((sub.pending_msgs, sub.pending_bytes), (0, 0))
 
     def test_max_msgs_sends_unsub_and_ends(self) -> None:
         """subscribe(max_msgs=N) sends UNSUB sid N and ends after N messages."""
@@ -604,8 +601,6 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
             b"SUB " + reply.rsplit(".", 1)[0].encode() + b".* 1\r\n", server.transport.value()
         )
         server.send(msg_frame(reply, 1, b"answer"))
-        self.assertNoResult(d)
-        self.clock.advance(0)
         self.assertEqual(self.successResultOf(d).data, b"answer")
         assert client._mux is not None
         self.assertEqual(len(client._mux), 0)
@@ -621,6 +616,53 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
         self.assertIsInstance(f.value, TimeoutError)
         assert client._mux is not None
         self.assertEqual(len(client._mux), 0)
+
+    def test_deadlines_share_one_timer_and_each_is_exact(self) -> None:
+        """Requests with different timeouts (a shorter one after a longer one, and one
+        made from a timeout's errback) each fail at exactly their own deadline."""
+        client, _server = self.connected()
+        failed_at: dict[str, float] = {}
+
+        def track(d: Deferred[Msg], name: str) -> None:
+            d.addErrback(lambda f: failed_at.setdefault(name, self.clock.seconds())
+                         if f.check(TimeoutError) else f)
+
+        start = self.clock.seconds()
+        track(client.request("svc", b"", timeout=3.0), "long")
+        self.clock.advance(0.5)
+        track(client.request("svc", b"", timeout=1.0), "short")
+
+        def again(f: Failure) -> Failure:
+            track(client.request("svc", b"", timeout=0.25), "from-errback")
+            return f
+
+        client.request("svc", b"", timeout=1.25).addErrback(again).addErrback(lambda f: None)
+        for _ in range(40):
+            self.clock.advance(0.125)
+        self.assertEqual(failed_at, {
+            "short": start + 1.5, "from-errback": start + 2.0, "long": start + 3.0,
+        })
+        assert client._mux is not None
+        self.assertEqual(len(client._mux), 0)
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)  # the ping timer
+
+    def test_answered_requests_leave_no_deadlines_behind(self) -> None:
+        """Deadlines of answered requests are dropped: none at all once nothing is pending,
+        and a bounded number while one request stays pending."""
+        client, server = self.connected()
+        waiting = client.request("slow", b"", timeout=60.0)
+        self.clock.advance(0)
+        assert client._mux is not None
+        mux = client._mux
+        for _ in range(5000):
+            d = client.request("svc", b"", timeout=30.0)
+            token = f"{mux._next:x}"
+            server.send(msg_frame(mux.prefix + token, 1, b"ok"))
+            self.assertEqual(self.successResultOf(d).data, b"ok")
+            self.assertLessEqual(len(mux._deadlines), 1025)
+        waiting.cancel()
+        self.failureResultOf(waiting, CancelledError)
+        self.assertEqual(mux._deadlines, [])
 
     def test_late_response_dropped(self) -> None:
         """A response after the timeout is dropped quietly."""
@@ -646,11 +688,12 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
         self.failureResultOf(d, NoRespondersError)
         assert client._mux is not None
         self.assertEqual(len(client._mux), 0)
-        # Its timer is gone: only the ping timer is left.
-        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        # Its deadline is gone: nothing fires at 5 s.
+        self.clock.advance(5.0)
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)  # the ping timer
 
     def test_cancel_removes_entry(self) -> None:
-        """Cancelling a request removes its entry and its timer."""
+        """Cancelling a request removes its entry and its deadline."""
         client, _server = self.connected()
         d = client.request("svc", b"q", timeout=5.0)
         assert client._mux is not None
@@ -658,8 +701,8 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
         d.cancel()
         self.failureResultOf(d, CancelledError)
         self.assertEqual(len(client._mux), 0)
-        self.clock.advance(0)
-        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        self.clock.advance(5.0)
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)  # the ping timer
 
     def test_requests_fail_on_close(self) -> None:
         """Pending requests fail with ConnectionClosedError when the client closes."""
@@ -690,8 +733,6 @@ class FlushTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(server.transport.writes, [b"PUB a 1\r\nx\r\nPING\r\n"])
         self.assertNoResult(d)
         server.send(b"PONG\r\n")
-        self.assertNoResult(d)
-        self.clock.advance(0)
         self.assertIsNone(self.successResultOf(d))
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)  # the ping timer only
 

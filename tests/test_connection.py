@@ -89,6 +89,12 @@ class FakeHandler:
     def schedule(self, fn: Callable[..., object], *args: object) -> None:
         self.scheduled.append((fn, args))
 
+    def read_started(self) -> None:
+        pass
+
+    def read_finished(self) -> None:
+        pass
+
     def outbound_drained(self) -> None:
         self.drained += 1
 

@@ -453,6 +453,12 @@ class RecordingHandler:
     def schedule(self, fn: Callable[..., object], *args: object) -> None:
         self.scheduled.append((fn, args))
 
+    def read_started(self) -> None:
+        pass
+
+    def read_finished(self) -> None:
+        pass
+
     def outbound_drained(self) -> None:
         pass
 

@@ -169,6 +169,8 @@ class Client:
         self._mux: RequestMux | None = None
         self._soon: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         self._soon_call: IDelayedCall | None = None
+        # True while a protocol dispatches a read (see read_finished).
+        self._reading = False
         self._blocked: set[int] = set()
         self._room_waiters: list[Deferred[None]] = []
         # Reconnecting: frames to send once connected (whole frames, packed into blocks;
@@ -264,22 +266,43 @@ class Client:
 
     # ================================================================== scheduling
     def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        """Run ``fn(*args)`` in the next scheduled turn (one ``callLater(0)`` per batch)."""
+        """Run ``fn(*args)`` soon: once the read being dispatched is over, or else in the
+        next turn of the reactor (one ``callLater(0)`` per batch)."""
         self._soon.append((fn, args))
-        if self._soon_call is None:
+        if self._soon_call is None and not self._reading:
             self._soon_call = self._clock.callLater(0, self._run_soon)
 
+    def read_started(self) -> None:
+        self._reading = True
+
+    def read_finished(self) -> None:
+        """The protocol dispatched a whole read: run what it queued now, saving the
+        reactor a pass (and a timed call) per batch of messages."""
+        self._reading = False
+        if self._soon:
+            self._run_soon()
+
     def _run_soon(self) -> None:
-        self._soon_call = None
+        if self._soon_call is not None:
+            if self._soon_call.active():
+                self._soon_call.cancel()
+            self._soon_call = None
         batch = self._soon
         self._soon = []
-        for fn, args in batch:
-            try:
-                fn(*args)
-            except Exception:
-                log.failure("Unexpected error in a scheduled call")
-        # What the handlers just published (replies, above all) leaves now rather than
-        # one reactor iteration later: this is the end of the batch anyway.
+        # What the batch publishes (replies, above all) leaves at its end, below, rather
+        # than from a timed call one reactor iteration later.
+        held = self._proto
+        if held is not None:
+            held.flush_held = True
+        try:
+            for fn, args in batch:
+                try:
+                    fn(*args)
+                except Exception:
+                    log.failure("Unexpected error in a scheduled call")
+        finally:
+            if held is not None:
+                held.flush_held = False
         proto = self._proto
         if proto is not None and proto._out:
             proto.flush_now()

@@ -6,8 +6,9 @@ into one ``transport.write`` per reactor turn, and applies flow control both way
 a push producer for its transport (a full send buffer pauses our writes), and it can
 pause reading from the socket when a back-pressure subscription is full.
 
-It never runs user code: events go to its :class:`ConnectionHandler` (the client), which
-only queues work for a later reactor turn.
+It never runs user code itself: events go to its :class:`ConnectionHandler` (the
+client), which queues the work and runs it once a whole read has been parsed and
+dispatched (``read_finished``), never in the middle of parsing.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class ConnectionHandler(TypingProtocol):
     def info_received(self, info: dict[str, Any]) -> None: ...
     def server_error(self, error: ServerError) -> None: ...
     def schedule(self, fn: Callable[..., object], *args: object) -> None: ...
+    def read_started(self) -> None: ...
+    def read_finished(self) -> None: ...
     def outbound_drained(self) -> None: ...
     def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None: ...
 
@@ -133,6 +136,9 @@ class NatsProtocol(Protocol):
         # ask for more), as whole frames or, from publish(), a frame's parts; and its size.
         self._out: list[bytes] = []
         self.out_bytes = 0
+        #: Set while the handler runs a batch of work after which it calls flush_now()
+        #: itself: no timed call is needed for what the batch writes.
+        self.flush_held = False
         self._flush_call: IDelayedCall | None = None
         self._producer_paused = False
         self._reading_paused = False
@@ -235,14 +241,19 @@ class NatsProtocol(Protocol):
             transport, "disconnecting", False
         ):
             return
+        handler = self.handler
+        handler.read_started()
         try:
-            events = self.parser.feed(data)
-        except ProtocolError as e:
-            self._dispatch(e.events)
-            log.warn("Protocol error from server: {error}", error=str(e))
-            self.abort(e)
-            return
-        self._dispatch(events)
+            try:
+                events = self.parser.feed(data)
+            except ProtocolError as e:
+                self._dispatch(e.events)
+                log.warn("Protocol error from server: {error}", error=str(e))
+                self.abort(e)
+                return
+            self._dispatch(events)
+        finally:
+            handler.read_finished()
 
     def _dispatch(self, events: list[Any] | list[object]) -> None:
         if not events:
@@ -409,7 +420,7 @@ class NatsProtocol(Protocol):
 
     def schedule_flush(self) -> None:
         """Make sure what is queued leaves at the end of this turn."""
-        if self._flush_call is None and not self._producer_paused:
+        if self._flush_call is None and not self._producer_paused and not self.flush_held:
             self._flush_call = self.clock.callLater(0, self._flush_turn)
 
     def _flush_turn(self) -> None:

@@ -11,6 +11,7 @@ instead of waiting for its timeout.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred, fail
@@ -47,12 +48,12 @@ def is_no_responders(msg: Msg) -> bool:
 
 
 class _Pending:
-    __slots__ = ("deferred", "subject", "timer")
+    __slots__ = ("deferred", "subject", "timeout")
 
-    def __init__(self, deferred: Deferred[Msg], subject: str, timer: IDelayedCall | None):
+    def __init__(self, deferred: Deferred[Msg], subject: str, timeout: float | None):
         self.deferred = deferred
         self.subject = subject
-        self.timer = timer
+        self.timeout = timeout
 
 
 class RequestMux:
@@ -65,6 +66,12 @@ class RequestMux:
         self._plen = len(prefix)
         self._pending: dict[str, _Pending] = {}
         self._next = 0
+        # Request deadlines share one timed call, set for the earliest: (deadline, n,
+        # token) in a heap. Answered requests leave their entry behind until it comes
+        # up, or until the heap is rebuilt (see _compact).
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._timer: IDelayedCall | None = None
+        self._timer_at = 0.0
         self.subscription: Subscription = client.subscribe(
             prefix + "*",
             self._on_response,
@@ -82,16 +89,53 @@ class RequestMux:
         self._next += 1
         token = f"{self._next:x}"
         d: Deferred[Msg] = Deferred(lambda _: self._cancel(token))
-        timer = None
         if timeout is not None:
-            timer = self._client._clock.callLater(timeout, self._expire, token, timeout)
-        self._pending[token] = _Pending(d, subject, timer)
+            clock = self._client._clock
+            deadline = clock.seconds() + timeout
+            deadlines = self._deadlines
+            if len(deadlines) > 1024 and len(deadlines) > 2 * len(self._pending):
+                self._compact()
+            heappush(deadlines, (deadline, self._next, token))
+            if self._timer is None or deadline < self._timer_at:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = clock.callLater(timeout, self._expire_due)
+                self._timer_at = deadline
+        self._pending[token] = _Pending(d, subject, timeout)
         return self.prefix + token, d
+
+    def _compact(self) -> None:
+        """Drop the deadlines of requests that already ended."""
+        pending = self._pending
+        self._deadlines = [e for e in self._deadlines if e[2] in pending]
+        heapify(self._deadlines)
+
+    def _expire_due(self) -> None:
+        self._timer = None
+        clock = self._client._clock
+        now = clock.seconds()
+        deadlines = self._deadlines
+        pending = self._pending
+        expired = []
+        while deadlines and deadlines[0][0] <= now:
+            p = pending.pop(heappop(deadlines)[2], None)
+            if p is not None:
+                expired.append(p)
+        if deadlines:
+            # Armed before the errbacks run: requests they make see the right timer.
+            self._timer_at = deadlines[0][0]
+            self._timer = clock.callLater(max(0.0, self._timer_at - now), self._expire_due)
+        for p in expired:
+            p.deferred.errback(
+                Failure(TimeoutError(f"no response on {p.subject!r} within {p.timeout}s"))
+            )
 
     def _pop(self, token: str) -> _Pending | None:
         p = self._pending.pop(token, None)
-        if p is not None and p.timer is not None and p.timer.active():
-            p.timer.cancel()
+        if not self._pending:
+            # Every deadline left belongs to an ended request. The timer stays: the next
+            # request will most likely need it (it finds nothing to do if not).
+            self._deadlines.clear()
         return p
 
     def forget(self, reply: str) -> None:
@@ -100,13 +144,6 @@ class RequestMux:
 
     def _cancel(self, token: str) -> None:
         self._pop(token)
-
-    def _expire(self, token: str, timeout: float) -> None:
-        p = self._pending.pop(token, None)
-        if p is not None:
-            p.deferred.errback(
-                Failure(TimeoutError(f"no response on {p.subject!r} within {timeout}s"))
-            )
 
     def _on_response(self, msg: Msg) -> None:
         p = self._pop(msg.subject[self._plen :])
@@ -130,6 +167,9 @@ class RequestMux:
         """The inbox subscription ended (refused by the server, or the client closed)."""
         reason = self.subscription._end_reason
         self._client._mux_ended(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for token in list(self._pending):
             p = self._pop(token)
             if p is not None:
