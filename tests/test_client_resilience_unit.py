@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -205,7 +206,8 @@ class SubscriptionEdgeTests(ClientTestMixin, SynchronousTestCase):
 
         client, _ = self.connected()
         sub = client.subscribe("q", lambda m: None)
-        self.assertIsInstance(self.failureResultOf(sub.__anext__()).value, InvalidArgumentError)
+        d = ensureDeferred(sub.__anext__())
+        self.assertIsInstance(self.failureResultOf(d).value, InvalidArgumentError)
 
 
 class ReactorShutdownTests(ClientTestMixin, SynchronousTestCase):

@@ -378,20 +378,22 @@ class Subscription:
     def _pull(self) -> Deferred[Msg]:
         """Hand the next queued message to a reader; end the subscription if it was the last."""
         msg = self._take()
-        self._check_end()  # an ending subscription whose mailbox is now empty is over
+        if self._state == _ENDING:
+            self._check_end()  # an ending subscription whose mailbox is now empty is over
         return succeed(msg)
 
-    def __anext__(self) -> Deferred[Msg]:
+    async def __anext__(self) -> Msg:
+        # A queued message is returned at once: no Deferred, and the coroutine running
+        # the loop does not suspend (this is what keeps async for as fast as a handler).
         if self._mailbox and not self._waiters and self._handler is None:
-            return self._pull()
-        d = self.next_msg(None)
-
-        def end(f: Failure) -> Failure:
-            if f.check(SubscriptionClosedError, ConnectionClosedError):
-                raise StopAsyncIteration
-            return f
-
-        return d.addErrback(end)
+            msg = self._take()
+            if self._state == _ENDING:
+                self._check_end()
+            return msg
+        try:
+            return await self.next_msg(None)
+        except (SubscriptionClosedError, ConnectionClosedError):
+            raise StopAsyncIteration from None
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
