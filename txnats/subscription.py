@@ -2,7 +2,8 @@
 
 Messages are put in a subscription's mailbox as they are parsed (no user code runs
 then). When the mailbox goes from empty to non-empty the subscription asks the client
-for a turn; the client runs all ready subscriptions in one ``callLater(0)``. In its turn
+for a turn; the client runs all ready subscriptions together once the read being
+dispatched is over (or in one ``callLater(0)`` when none is). In its turn
 a subscription hands messages to its handler, in order, one at a time (or up to
 ``concurrency`` at a time); a handler that returns a Deferred or a coroutine is waited
 for before the next message, so a slow handler slows only its own mailbox.
