@@ -660,6 +660,15 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
             server.send(msg_frame(mux.prefix + token, 1, b"ok"))
             self.assertEqual(self.successResultOf(d).data, b"ok")
             self.assertLessEqual(len(mux._deadlines), 1025)
+        # A request made when the heap is compacted still times out, exactly.
+        while len(mux._deadlines) <= 1024:
+            d = client.request("svc", b"", timeout=30.0)
+            server.send(msg_frame(mux.prefix + f"{mux._next:x}", 1, b"ok"))
+            self.successResultOf(d)
+        unanswered = client.request("svc", b"", timeout=2.0)
+        self.assertLess(len(mux._deadlines), 10)
+        self.clock.advance(2.0)
+        self.failureResultOf(unanswered, TimeoutError)
         waiting.cancel()
         self.failureResultOf(waiting, CancelledError)
         self.assertEqual(mux._deadlines, [])

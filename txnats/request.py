@@ -92,10 +92,9 @@ class RequestMux:
         if timeout is not None:
             clock = self._client._clock
             deadline = clock.seconds() + timeout
-            deadlines = self._deadlines
-            if len(deadlines) > 1024 and len(deadlines) > 2 * len(self._pending):
-                self._compact()
-            heappush(deadlines, (deadline, self._next, token))
+            if len(self._deadlines) > 1024 and len(self._deadlines) > 2 * len(self._pending):
+                self._compact()  # (a new list: read self._deadlines after this)
+            heappush(self._deadlines, (deadline, self._next, token))
             if self._timer is None or deadline < self._timer_at:
                 if self._timer is not None:
                     self._timer.cancel()
