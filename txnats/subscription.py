@@ -339,7 +339,7 @@ class Subscription:
                 InvalidArgumentError("next_msg() is for subscriptions without a handler")
             )
         if self._mailbox and not self._waiters:
-            return self._pull()
+            return succeed(self._take_next())
         if self._state == _CLOSED or (self._state == _ENDING and not self._mailbox):
             reason = self._end_reason or SubscriptionClosedError(f"subscription {self.sid} ended")
             return fail(reason)
@@ -376,21 +376,18 @@ class Subscription:
     def __aiter__(self) -> Subscription:
         return self
 
-    def _pull(self) -> Deferred[Msg]:
+    def _take_next(self) -> Msg:
         """Hand the next queued message to a reader; end the subscription if it was the last."""
         msg = self._take()
         if self._state == _ENDING:
             self._check_end()  # an ending subscription whose mailbox is now empty is over
-        return succeed(msg)
+        return msg
 
     async def __anext__(self) -> Msg:
         # A queued message is returned at once: no Deferred, and the coroutine running
         # the loop does not suspend (this is what keeps async for as fast as a handler).
         if self._mailbox and not self._waiters and self._handler is None:
-            msg = self._take()
-            if self._state == _ENDING:
-                self._check_end()
-            return msg
+            return self._take_next()
         try:
             return await self.next_msg(None)
         except (SubscriptionClosedError, ConnectionClosedError):
