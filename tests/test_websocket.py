@@ -13,7 +13,6 @@ that stop or reconfigure a server start their own. Every wait is bounded.
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import shutil
 import tempfile
@@ -245,15 +244,16 @@ class WebSocketCompressionTests(WebSocketTestCase):
         self.server, port = start_ws_server("no_tls: true\n  compression: true")
         self.addCleanup(self.server.stop)
         self.url = f"ws://127.0.0.1:{port}"
-        self.patch(
-            txnats.websocket,
-            "websocket_endpoint",
-            functools.partial(txnats.websocket.websocket_endpoint, compression=True),
-        )
+
+    async def test_not_offered_by_default(self) -> None:
+        """Without ws_compression the client does not offer permessage-deflate."""
+        nc = await self.connect(self.url)
+        self.assertFalse(self.ws_transport(nc).websocket.websocket_extensions_in_use)
 
     async def test_compressed_round_trip(self) -> None:
-        """Compression is negotiated; small messages and 2 MB in one turn arrive intact."""
-        nc = await self.connect(self.url)
+        """connect(ws_compression=True) negotiates compression; small messages and 2 MB
+        in one turn arrive intact."""
+        nc = await self.connect(self.url, ws_compression=True)
         self.assertTrue(self.ws_transport(nc).websocket.websocket_extensions_in_use)
         sub = nc.subscribe("ws.z")
         nc.publish("ws.z", b"small")

@@ -540,7 +540,10 @@ class Client:
         try:
             if websocket:
                 endpoint = server.endpoint(
-                    self._reactor, opts.connect_timeout, tls_creator if tls_first else None
+                    self._reactor,
+                    opts.connect_timeout,
+                    tls_creator if tls_first else None,
+                    compression=opts.ws_compression,
                 )
             else:
                 endpoint = server.endpoint(self._reactor, opts.connect_timeout)
@@ -1201,6 +1204,7 @@ def connect(
     tls_key_file: str | None = None,
     tls_hostname: str | None = None,
     tls_handshake_first: bool = False,
+    ws_compression: bool = False,
     error_cb: Callable[[Exception], object] | None = None,
     disconnected_cb: Callable[[NatsError], object] | None = None,
     reconnected_cb: Callable[[], object] | None = None,
@@ -1213,7 +1217,9 @@ def connect(
     ``servers`` is a URL (``nats://[user:pass@|token@]host:port``), a comma-separated
     string of them, a list, or Twisted client endpoint strings (``tcp:host=...:port=...``).
     Fails with :class:`AuthorizationError` if the server refuses the credentials and
-    :class:`NoServersError` if no server can be reached.
+    :class:`NoServersError` if no server can be reached. ``ws_compression`` offers
+    permessage-deflate on ``ws://``/``wss://`` connections (used if the server enables
+    WebSocket compression).
     """
     if tls is None and (
         tls_ca_file or tls_cert_file or tls_key_file or tls_hostname or tls_handshake_first
@@ -1228,7 +1234,7 @@ def connect(
     opts = Options(
         token_handler=token_handler, nkeys_seed=nkeys_seed, nkeys_seed_file=nkeys_seed_file,
         user_credentials=user_credentials, user_jwt_cb=user_jwt_cb, signature_cb=signature_cb,
-        tls=tls,
+        tls=tls, ws_compression=ws_compression,
         name=name, user=user, password=password, token=token, verbose=verbose,
         pedantic=pedantic, no_echo=no_echo, connect_timeout=connect_timeout,
         ping_interval=ping_interval, max_pings_out=max_pings_out, inbox_prefix=inbox_prefix,

@@ -72,6 +72,7 @@ class Options:
     user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
     signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
     tls: TLSConfig | None = None
+    ws_compression: bool = False
     error_cb: Callable[[Exception], object] | None = None
     disconnected_cb: Callable[[NatsError], object] | None = None
     reconnected_cb: Callable[[], object] | None = None

@@ -64,16 +64,20 @@ class Server:
         reactor: IReactorCore,
         timeout: float,
         tls_creator: Callable[[], Any] | None = None,
+        *,
+        compression: bool = False,
     ) -> IStreamClientEndpoint:
         """A client endpoint reaching this server.
 
         For ``ws://`` and ``wss://`` servers it speaks WebSocket (``tls_creator`` makes the
-        TLS options for ``wss://``).
+        TLS options for ``wss://``; ``compression`` offers permessage-deflate).
         """
         if self.scheme in ("ws", "wss"):
             from txnats.websocket import websocket_endpoint
 
-            return websocket_endpoint(reactor, self, timeout, tls_creator)
+            return websocket_endpoint(
+                reactor, self, timeout, tls_creator, compression=compression
+            )
         # Imported here: twisted.internet.endpoints loads OpenSSL, which costs a
         # noticeable part of a second at import time.
         from twisted.internet.endpoints import HostnameEndpoint, clientFromString
