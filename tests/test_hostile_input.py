@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,8 @@ from txnats.errors import (
 from txnats.protocol.events import OK, PING, PONG, Err, Info, Msg
 from txnats.protocol.headers import Headers, parse_headers
 from txnats.protocol.parser import DEFAULT_MAX_CONTROL_LINE, HARD_MAX_PAYLOAD, Parser
+
+from .test_connection import FakeHandler
 
 MAX_PAYLOAD = 1024 * 1024
 #: What NatsProtocol allows inbound after an INFO announcing MAX_PAYLOAD.
@@ -428,53 +430,10 @@ def splittings(case: Case) -> Iterator[tuple[str, Sequence[bytes]]]:
         yield "in 997-byte chunks", [data[i : i + 997] for i in range(0, len(data), 997)]
 
 
-class RecordingHandler:
-    """The ConnectionHandler side of a NatsProtocol, recording what reaches it."""
-
-    def __init__(self) -> None:
-        self.msgs: list[Msg] = []
-        self.infos: list[dict[str, Any]] = []
-        self.server_errors: list[ServerError] = []
-        self.lost: list[NatsError] = []
-        self.scheduled: list[tuple[Callable[..., object], tuple[object, ...]]] = []
-
-    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
-        return {"verbose": False, "protocol": 1}
-
-    def msgs_received(self, msgs: list[Msg]) -> None:
-        self.msgs.extend(msgs)
-
-    def info_received(self, info: dict[str, Any]) -> None:
-        self.infos.append(info)
-
-    def server_error(self, error: ServerError) -> None:
-        self.server_errors.append(error)
-
-    def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        self.scheduled.append((fn, args))
-
-    def read_started(self) -> None:
-        pass
-
-    def read_finished(self) -> None:
-        pass
-
-    def outbound_drained(self) -> None:
-        pass
-
-    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
-        self.lost.append(reason)
-
-    def run_scheduled(self) -> None:
-        while self.scheduled:
-            fn, args = self.scheduled.pop(0)
-            fn(*args)
-
-
 def make_protocol(
     max_payload: int = MAX_PAYLOAD, handshake: bool = True
-) -> tuple[NatsProtocol, StringTransport, RecordingHandler]:
-    handler = RecordingHandler()
+) -> tuple[NatsProtocol, StringTransport, FakeHandler]:
+    handler = FakeHandler()
     proto = NatsProtocol(handler, MemoryReactorClock())
     transport = StringTransport()
     proto.makeConnection(transport)
@@ -555,13 +514,13 @@ class HostileTableTests(SynchronousTestCase):
         if msgs != want_msgs:
             return f"messages {msgs[:3]} != {want_msgs[:3]}"
         want_infos = [e for e in case.events if e[0] == "INFO"]
-        infos = [("INFO", json.dumps(i, sort_keys=True)) for i in handler.infos]
+        infos = [("INFO", json.dumps(i, sort_keys=True)) for i in handler.updates]
         if infos != want_infos:
             return f"INFO updates {infos} != {want_infos}"
         if case.error:
             if not aborted:
                 return "connection not aborted"
-            if len(handler.lost) != 1 or type(handler.lost[0]) is not ProtocolError:
+            if len(handler.lost) != 1 or type(handler.lost[0][1]) is not ProtocolError:
                 return f"lost with {handler.lost!r}, wanted one ProtocolError"
             if pongs != case.events.count(P):
                 return "answered a PING after the protocol error"
@@ -569,14 +528,14 @@ class HostileTableTests(SynchronousTestCase):
         if case.closes_with is not None:
             if not aborted:
                 return "fatal -ERR did not close the connection"
-            if len(handler.lost) != 1 or type(handler.lost[0]) is not case.closes_with:
+            if len(handler.lost) != 1 or type(handler.lost[0][1]) is not case.closes_with:
                 return f"lost with {handler.lost!r}, wanted {case.closes_with.__name__}"
             return None
         if aborted or handler.lost:
             return f"connection closed: {handler.lost!r}"
         want_errs = [e[1] for e in case.events if e[0] == "ERR"]
-        if [e.server_message for e in handler.server_errors] != want_errs:
-            return f"server errors {handler.server_errors!r} != {want_errs}"
+        if [e.server_message for e in handler.errors] != want_errs:
+            return f"server errors {handler.errors!r} != {want_errs}"
         want_pongs = case.events.count(P) + (0 if case.incomplete else 1)
         if pongs != want_pongs:
             return f"{pongs} PONGs for {want_pongs} PINGs"
@@ -643,7 +602,7 @@ class FloodTests(SynchronousTestCase):
         self.assertTrue(transport.disconnected)
         self.assertEqual(transport.value(), b"")
         proto.connectionLost(Failure(ConnectionLost()))
-        self.assertEqual([type(e) for e in handler.lost], [ProtocolError])
+        self.assertEqual([type(e) for _, e in handler.lost], [ProtocolError])
         self.assertEqual(proto.parser.buffered, 0)
 
     def test_announced_size_not_allocated(self) -> None:
