@@ -37,10 +37,10 @@ PONG = b"PONG\r\n"
 # our own parser on every ASCII whitespace), plus NUL.
 _BAD = re.compile(r"[ \t\r\n\x0b\x0c\x00]")
 _CACHE_MAX = 4096
-_pub_cache: dict[str, bytes] = {}
-_sub_cache: dict[str, bytes] = {}
-# subject -> b"PUB <subject> ": the start of every PUB frame to it, built once.
+# Validated subjects. To publish: subject -> b"PUB <subject> ", the start of every PUB
+# frame to it (the subject's bytes are [4:-1]). To subscribe: subject -> its bytes.
 _pub_prefix_cache: dict[str, bytes] = {}
+_sub_cache: dict[str, bytes] = {}
 
 #: ``SIZE_LINES[n] == b"%d\r\n" % n``: the end of a PUB control line for a payload of
 #: ``n`` bytes, prebuilt for small payloads (formatting it is most of encoding a frame).
@@ -91,23 +91,18 @@ def _check_tokens(kind: str, subject: object, wildcards: bool) -> bytes:
 
 def publish_subject(subject: str) -> bytes:
     """Validate a subject to publish to (no wildcards) and return its wire bytes."""
-    if type(subject) is not str:  # may be unhashable; never cached
-        return _check("subject", subject, False)
-    b = _pub_cache.get(subject)
-    if b is None:
-        b = _check("subject", subject, False)
-        # A full cache keeps what it has: subjects seen first tend to be the hot ones,
-        # and one-off subjects (reply inboxes) must not push them out.
-        if len(_pub_cache) < _CACHE_MAX:
-            _pub_cache[subject] = b
-    return b
+    return pub_prefix(subject)[4:-1]
 
 
 def pub_prefix(subject: str) -> bytes:
     """Validate a subject to publish to; return ``b"PUB <subject> "`` (cached)."""
-    prefix = _pub_prefix_cache.get(subject) if type(subject) is str else None
+    if type(subject) is not str:  # may be unhashable; never cached
+        return b"PUB %s " % _check("subject", subject, False)
+    prefix = _pub_prefix_cache.get(subject)
     if prefix is None:
-        prefix = b"PUB %s " % publish_subject(subject)
+        prefix = b"PUB %s " % _check("subject", subject, False)
+        # A full cache keeps what it has: subjects seen first tend to be the hot ones,
+        # and one-off subjects (reply inboxes) must not push them out.
         if len(_pub_prefix_cache) < _CACHE_MAX:
             _pub_prefix_cache[subject] = prefix
     return prefix
