@@ -62,8 +62,8 @@ from txnats.options import (
     Statistics,
 )
 from txnats.protocol.commands import (
-    SIZE_LINES,
-    _pub_prefix_cache,
+    SIZE_TAILS,
+    _pub_cache,
     encode_sub,
     encode_unsub,
     pub_prefix,
@@ -163,7 +163,7 @@ class Client:
         self.server_info: dict[str, Any] = {}
         self._max_payload = DEFAULT_MAX_PAYLOAD
         # Payloads below this size take publish()'s fast path (see _set_max_payload).
-        self._fast_size = min(len(SIZE_LINES), DEFAULT_MAX_PAYLOAD + 1)
+        self._fast_size = min(len(SIZE_TAILS), DEFAULT_MAX_PAYLOAD + 1)
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 0
         self._mux: RequestMux | None = None
@@ -398,7 +398,7 @@ class Client:
     def _set_max_payload(self, mp: int) -> None:
         self._max_payload = mp
         # The fast path needs a prebuilt size line and no max_payload check.
-        self._fast_size = min(len(SIZE_LINES), mp + 1)
+        self._fast_size = min(len(SIZE_TAILS), mp + 1)
 
     def info_received(self, info: dict[str, Any]) -> None:
         self.server_info = info
@@ -683,11 +683,11 @@ class Client:
         nothing was queued.
         """
         try:
-            prefix = _pub_prefix_cache.get(subject)
+            entry = _pub_cache.get(subject)
         except TypeError:  # unhashable: pub_prefix() says what is wrong with it
-            prefix = None
-        if prefix is None:
-            prefix = pub_prefix(subject)
+            entry = None
+        if entry is None:
+            entry = pub_prefix(subject)
         if headers is None and reply is None and type(data) is bytes:
             size = len(data)
             proto = self._writer
@@ -695,8 +695,9 @@ class Client:
                 # The hot path: NatsProtocol.write() inlined; _send() has the rest. The
                 # frame's parts go on the out-list as they are: joining them there, once
                 # per flush, is the only copy of the payload.
-                line = SIZE_LINES[size]
-                pending = proto.out_bytes + len(prefix) + len(line) + size + 2
+                prefix, plen = entry
+                line, rest = SIZE_TAILS[size]
+                pending = proto.out_bytes + plen + rest
                 if pending <= self._max_outbound:
                     out = proto._out
                     if not out:
@@ -706,7 +707,7 @@ class Client:
                     self._out_msgs += 1
                     self._out_bytes += size
                     return
-        frame, size = self._encode(publish_subject(subject), data, reply, headers)
+        frame, size = self._encode(entry[0][4:-1], data, reply, headers)
         self._send(frame, size, len(data))
 
     def _respond(

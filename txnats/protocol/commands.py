@@ -37,14 +37,17 @@ PONG = b"PONG\r\n"
 # our own parser on every ASCII whitespace), plus NUL.
 _BAD = re.compile(r"[ \t\r\n\x0b\x0c\x00]")
 _CACHE_MAX = 4096
-# Validated subjects. To publish: subject -> b"PUB <subject> ", the start of every PUB
-# frame to it (the subject's bytes are [4:-1]). To subscribe: subject -> its bytes.
-_pub_prefix_cache: dict[str, bytes] = {}
+# Validated subjects. To publish: subject -> (b"PUB <subject> ", its length), the start
+# of every PUB frame to it (the subject's bytes are [4:-1]). To subscribe: its bytes.
+_pub_cache: dict[str, tuple[bytes, int]] = {}
 _sub_cache: dict[str, bytes] = {}
 
-#: ``SIZE_LINES[n] == b"%d\r\n" % n``: the end of a PUB control line for a payload of
-#: ``n`` bytes, prebuilt for small payloads (formatting it is most of encoding a frame).
-SIZE_LINES: tuple[bytes, ...] = tuple(b"%d\r\n" % n for n in range(1024))
+#: ``SIZE_TAILS[n] == (b"%d\r\n" % n, len(b"%d\r\n" % n) + n + 2)``: the end of a PUB
+#: control line for a payload of ``n`` bytes, and how many bytes the frame has after its
+#: prefix; prebuilt for small payloads (formatting is most of the cost of a frame).
+SIZE_TAILS: tuple[tuple[bytes, int], ...] = tuple(
+    (b"%d\r\n" % n, len(b"%d\r\n" % n) + n + 2) for n in range(1024)
+)
 
 
 def _check(kind: str, subject: object, wildcards: bool) -> bytes:
@@ -91,21 +94,24 @@ def _check_tokens(kind: str, subject: object, wildcards: bool) -> bytes:
 
 def publish_subject(subject: str) -> bytes:
     """Validate a subject to publish to (no wildcards) and return its wire bytes."""
-    return pub_prefix(subject)[4:-1]
+    return pub_prefix(subject)[0][4:-1]
 
 
-def pub_prefix(subject: str) -> bytes:
-    """Validate a subject to publish to; return ``b"PUB <subject> "`` (cached)."""
+def pub_prefix(subject: str) -> tuple[bytes, int]:
+    """Validate a subject to publish to; return ``b"PUB <subject> "`` and its length
+    (cached)."""
     if type(subject) is not str:  # may be unhashable; never cached
-        return b"PUB %s " % _check("subject", subject, False)
-    prefix = _pub_prefix_cache.get(subject)
-    if prefix is None:
         prefix = b"PUB %s " % _check("subject", subject, False)
+        return prefix, len(prefix)
+    entry = _pub_cache.get(subject)
+    if entry is None:
+        prefix = b"PUB %s " % _check("subject", subject, False)
+        entry = (prefix, len(prefix))
         # A full cache keeps what it has: subjects seen first tend to be the hot ones,
         # and one-off subjects (reply inboxes) must not push them out.
-        if len(_pub_prefix_cache) < _CACHE_MAX:
-            _pub_prefix_cache[subject] = prefix
-    return prefix
+        if len(_pub_cache) < _CACHE_MAX:
+            _pub_cache[subject] = entry
+    return entry
 
 
 def reply_subject(subject: str) -> bytes:
