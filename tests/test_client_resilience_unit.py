@@ -54,6 +54,21 @@ class ReconnectKeepsWorkTests(ClientTestMixin, SynchronousTestCase):
             + b"PUB a 0\r\n\r\n",
         )
 
+    def test_many_unsent_publishes_are_kept_packed(self) -> None:
+        """3,000 small publishes caught by a lost connection are kept as a few blocks of
+        whole frames (not 3,000 objects) and all go out, in order, after reconnecting."""
+        client, server = self.connected()
+        for i in range(3000):
+            client.publish("a", b"%04d" % i)
+        server.lose()
+        self.assertEqual(client._reconnect_msgs, 3000)
+        self.assertLessEqual(len(client._reconnect_buf) + bool(client._reconnect_tail), 3)
+        self.clock.advance(3)
+        new = self.accept(reset=False)
+        self.clock.advance(0)
+        tail = new.transport.value().split(b"PING\r\n", 1)[1]
+        self.assertEqual(tail, b"".join(b"PUB a 4\r\n%04d\r\n" % i for i in range(3000)))
+
     def test_pending_flush_waits_for_reconnect(self) -> None:
         """A flush() pending when the connection drops fires on the next connection's PONG."""
         client, server = self.connected()

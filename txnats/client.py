@@ -454,9 +454,22 @@ class Client:
             # accepted); flushes wait for the next connection (or their timeout).
             unsent = proto.take_unsent_publishes()
             if unsent:
-                self._reconnect_buf[:0] = unsent
+                self._reconnect_msgs += len(unsent)
                 self._reconnect_bytes += sum(len(f) for f in unsent)
-                self._reconnect_msgs += len(unsent)  # (a block re-queued counts as one)
+                # Packed into blocks, as the offline buffer is: a bytes object per small
+                # frame would cost more than the frame.
+                blocks: list[bytes] = []
+                run: list[bytes] = []
+                size = 0
+                for frame in unsent:
+                    run.append(frame)
+                    size += len(frame)
+                    if size >= _RECONNECT_BLOCK:
+                        blocks.append(b"".join(run))
+                        run, size = [], 0
+                if run:
+                    blocks.append(b"".join(run))
+                self._reconnect_buf[:0] = blocks
             self._offline_flushes[:0] = proto.take_pending_pings()
             # wait_for_room() returns at once while disconnected: so do those pending now.
             self.outbound_drained()
