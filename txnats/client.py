@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import (
     CancelledError,
@@ -76,6 +76,9 @@ from txnats.request import RequestMux, request_many
 from txnats.servers import Server, ServerPool, parse_servers
 from txnats.subscription import Handler, Subscription
 from txnats.tls import TLSConfig
+
+if TYPE_CHECKING:
+    from txnats.jetstream import JetStreamContext
 
 __all__ = ["DEFAULT_URL", "Client", "ClientState", "Options", "Statistics", "connect"]
 
@@ -191,6 +194,11 @@ class Client:
         self._shutdown_trigger: object = None
 
     # ================================================================== state
+    @property
+    def clock(self) -> IReactorTime:
+        """The clock the client times everything with (the reactor, or a test clock)."""
+        return self._clock
+
     @property
     def state(self) -> str:
         """One of the :class:`ClientState` names."""
@@ -906,6 +914,15 @@ class Client:
         """The request inbox ended; the next request makes a new one."""
         if self._mux is mux:
             self._mux = None
+
+    def jetstream(self, **options: Any) -> JetStreamContext:
+        """A JetStream context on this connection (see :class:`txnats.jetstream.JetStreamContext`
+        for ``domain``, ``prefix``, ``timeout`` and ``publish_async_max_pending``).
+        """
+        # Imported here: JetStream is built on the client's public API, never the reverse.
+        from txnats.jetstream import JetStreamContext
+
+        return JetStreamContext(self, **options)
 
     def new_inbox(self) -> str:
         """A unique subject under the inbox prefix."""

@@ -10,30 +10,49 @@ from __future__ import annotations
 import builtins
 
 __all__ = [
+    "APIError",
     "AuthorizationError",
     "BadHeaderError",
     "BadSubjectError",
+    "BucketNotFoundError",
     "ConnectError",
     "ConnectionClosedError",
     "ConnectionDrainingError",
+    "ConsumerNotFoundError",
     "CredentialsError",
+    "DigestMismatchError",
     "DrainTimeoutError",
     "FlushTimeoutError",
     "InvalidArgumentError",
+    "JetStreamError",
+    "JetStreamNotEnabledError",
+    "KeyDeletedError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "KeyValueError",
     "MaxPayloadError",
+    "MsgNotFoundError",
     "NatsError",
     "NoReplySubjectError",
     "NoRespondersError",
     "NoServersError",
+    "NoStreamResponseError",
+    "ObjectNotFoundError",
+    "ObjectStoreError",
+    "OrderedConsumerError",
     "OutboundBufferFullError",
     "PermissionViolationError",
     "ProtocolError",
     "ServerError",
     "SlowConsumerError",
     "StaleConnectionError",
+    "StreamNameInUseError",
+    "StreamNotFoundError",
     "SubscriptionClosedError",
     "TLSError",
     "TimeoutError",
+    "TooManyStalledMsgsError",
+    "WrongLastSequenceError",
 ]
 
 
@@ -156,3 +175,124 @@ class TLSError(ConnectError):
 
 class CredentialsError(ConnectError):
     """Local credentials are unusable (unreadable creds file, malformed seed)."""
+
+
+# ---------------------------------------------------------------------- JetStream
+class JetStreamError(NatsError):
+    """Something went wrong in JetStream, the key-value store or the object store."""
+
+
+class JetStreamNotEnabledError(JetStreamError):
+    """The server or the account has no JetStream (no responder on the JetStream API)."""
+
+
+class APIError(JetStreamError):
+    """The JetStream API answered with an error object.
+
+    ``code`` is the HTTP-like status, ``err_code`` the server's stable error number
+    (ADR-7: match on it, never on ``description``).
+    """
+
+    #: The ``err_code`` this class stands for; ``None`` on the generic class.
+    ERR_CODE: int | None = None
+
+    def __init__(self, description: str, code: int = 0, err_code: int = 0) -> None:
+        super().__init__(f"{description} (code {code}, err_code {err_code})")
+        self.description = description
+        self.code = code
+        self.err_code = err_code
+
+
+class StreamNotFoundError(APIError):
+    """No stream of that name (err_code 10059)."""
+
+    ERR_CODE = 10059
+
+
+class ConsumerNotFoundError(APIError):
+    """No consumer of that name (err_code 10014)."""
+
+    ERR_CODE = 10014
+
+
+class MsgNotFoundError(APIError):
+    """No stored message matches (err_code 10037)."""
+
+    ERR_CODE = 10037
+
+
+class StreamNameInUseError(APIError):
+    """A stream of that name exists with another configuration (err_code 10058)."""
+
+    ERR_CODE = 10058
+
+
+class WrongLastSequenceError(APIError):
+    """A publish's expected last sequence did not hold (err_code 10071)."""
+
+    ERR_CODE = 10071
+
+
+class NoStreamResponseError(JetStreamError, NoRespondersError):
+    """A JetStream publish found no stream listening on its subject (status 503)."""
+
+
+class TooManyStalledMsgsError(JetStreamError):
+    """``publish_async`` was called with its window of unacknowledged publishes full.
+
+    Nothing was sent; wait for ``publish_async_room()`` and try again.
+    """
+
+
+class OrderedConsumerError(JetStreamError):
+    """An ordered consumer could not be (re)created, or its stream went away."""
+
+
+class KeyValueError(JetStreamError):
+    """A key-value store operation failed."""
+
+
+class BucketNotFoundError(KeyValueError):
+    """No key-value bucket or object store of that name."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value (never set, or deleted/purged)."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a delete or purge marker; ``revision`` is its sequence."""
+
+    def __init__(self, message: str, revision: int = 0) -> None:
+        super().__init__(message)
+        self.revision = revision
+
+
+class KeyExistsError(KeyValueError):
+    """``create`` found the key holding a value, or ``update`` a newer revision."""
+
+
+class ObjectStoreError(JetStreamError):
+    """An object store operation failed."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """No object of that name (or it was deleted)."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """An object's chunks did not match the SHA-256 digest in its metadata."""
+
+
+#: err_code -> the APIError subclass that stands for it.
+API_ERRORS: dict[int, type[APIError]] = {
+    c.ERR_CODE: c
+    for c in (
+        StreamNotFoundError,
+        ConsumerNotFoundError,
+        MsgNotFoundError,
+        StreamNameInUseError,
+        WrongLastSequenceError,
+    )
+    if c.ERR_CODE is not None
+}

@@ -1,0 +1,581 @@
+"""The JetStream context: the ``$JS.API`` request/reply API, publishing with acks.
+
+Built on the client's public API only (``request``, ``publish``, ``subscribe``,
+``new_inbox``). Stream and consumer configurations and infos are the server's JSON
+objects as dicts (ADR-1): fields pass through untouched, durations in nanoseconds, so
+a field a newer server adds needs no change here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.python.failure import Failure
+
+from txnats.errors import (
+    API_ERRORS,
+    APIError,
+    InvalidArgumentError,
+    JetStreamError,
+    JetStreamNotEnabledError,
+    MsgNotFoundError,
+    NatsError,
+    NoRespondersError,
+    NoStreamResponseError,
+    TooManyStalledMsgsError,
+)
+from txnats.protocol.events import Msg
+from txnats.protocol.headers import HeaderInput, Headers, parse_headers
+
+if TYPE_CHECKING:
+    from txnats.client import Client
+    from txnats.jetstream.kv import KeyValue
+    from txnats.jetstream.object_store import ObjectStore
+    from txnats.jetstream.pull import PullConsumer
+
+__all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "check_name"]
+
+T = TypeVar("T")
+
+_FORBIDDEN_IN_NAMES = frozenset(" \t\r\n.*>/\\")
+
+
+def check_name(kind: str, name: object) -> str:
+    """Validate a stream, consumer or bucket name (ADR-6); return it."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"{kind} name must be a non-empty string, not {name!r}")
+    if any(c in _FORBIDDEN_IN_NAMES for c in name) or not name.isprintable():
+        raise InvalidArgumentError(
+            f"{kind} name {name!r} must not contain whitespace, '.', '*', '>', '/' or '\\'"
+        )
+    return name
+
+
+def api_error(resp: Mapping[str, Any]) -> APIError:
+    """The exception for a JetStream API error object ``{code, err_code, description}``."""
+    err = resp.get("error") or {}
+    err_code = int(err.get("err_code") or 0)
+    cls = API_ERRORS.get(err_code, APIError)
+    return cls(str(err.get("description", "unknown error")), int(err.get("code") or 0), err_code)
+
+
+@dataclass(frozen=True, slots=True)
+class PubAck:
+    """The stream's acknowledgement of a publish."""
+
+    stream: str
+    seq: int
+    duplicate: bool = False
+    domain: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RawStreamMsg:
+    """A message read from a stream by sequence or by subject."""
+
+    subject: str
+    seq: int
+    data: bytes
+    headers: Headers | None
+    #: The stored time as the server wrote it (RFC 3339), or "" if not given.
+    time: str = ""
+
+
+def _parse_pub_ack(msg: Msg) -> PubAck:
+    try:
+        resp = json.loads(msg.data)
+    except ValueError:
+        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
+    if not isinstance(resp, dict):
+        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}")
+    if "error" in resp:
+        raise api_error(resp)
+    try:
+        return PubAck(
+            resp["stream"], int(resp["seq"]), bool(resp.get("duplicate", False)),
+            resp.get("domain") or "",
+        )
+    except (KeyError, TypeError, ValueError):
+        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
+
+
+def _headers_for(
+    headers: HeaderInput | None,
+    msg_id: str | None,
+    expected_stream: str | None,
+    expected_last_seq: int | None,
+    expected_last_subject_seq: int | None,
+    expected_last_msg_id: str | None,
+    ttl: float | None,
+) -> HeaderInput | None:
+    if (
+        msg_id is None and expected_stream is None and expected_last_seq is None
+        and expected_last_subject_seq is None and expected_last_msg_id is None and ttl is None
+    ):
+        return headers
+    h = Headers(headers) if headers is not None else Headers()
+    if msg_id is not None:
+        h["Nats-Msg-Id"] = msg_id
+    if expected_stream is not None:
+        h["Nats-Expected-Stream"] = expected_stream
+    if expected_last_seq is not None:
+        h["Nats-Expected-Last-Sequence"] = str(int(expected_last_seq))
+    if expected_last_subject_seq is not None:
+        h["Nats-Expected-Last-Subject-Sequence"] = str(int(expected_last_subject_seq))
+    if expected_last_msg_id is not None:
+        h["Nats-Expected-Last-Msg-Id"] = expected_last_msg_id
+    if ttl is not None:
+        h["Nats-TTL"] = f"{int(ttl)}s" if ttl == int(ttl) else f"{int(ttl * 1000)}ms"
+    return h
+
+
+class JetStreamContext:
+    """JetStream for one client: ``nc.jetstream()`` or ``JetStreamContext(nc)``.
+
+    ``domain`` or ``prefix`` (not both) select another JetStream domain or an imported
+    API (ADR-19). ``timeout`` bounds every API request and publish acknowledgement.
+    ``publish_async_max_pending`` bounds the publishes awaiting their acknowledgement.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        prefix: str | None = None,
+        domain: str | None = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+    ) -> None:
+        if prefix is not None and domain is not None:
+            raise InvalidArgumentError("give a JetStream prefix or a domain, not both")
+        if timeout <= 0:
+            raise InvalidArgumentError("timeout must be positive")
+        if publish_async_max_pending < 1:
+            raise InvalidArgumentError("publish_async_max_pending must be at least 1")
+        if domain:
+            prefix = f"$JS.{domain}.API"
+        self.client = client
+        self.prefix = (prefix or "$JS.API").rstrip(".")
+        self.domain = domain or ""
+        self.timeout = timeout
+        self.publish_async_max_pending = publish_async_max_pending
+        self._async_pending = 0
+        self._room_waiters: list[Deferred[None]] = []
+        self._complete_waiters: list[Deferred[None]] = []
+        self._notify_due = False
+
+    # ------------------------------------------------------------------ the API
+    def api_request(
+        self, subject: str, payload: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Deferred[dict[str, Any]]:
+        """Request ``<prefix>.<subject>`` with a JSON payload; fire with the JSON answer.
+
+        An error object fails it with the matching :class:`APIError` subclass; no
+        responder fails it with :class:`JetStreamNotEnabledError`.
+        """
+        data = b"" if payload is None else json.dumps(payload).encode()
+        d = self.client.request(f"{self.prefix}.{subject}", data, timeout=timeout or self.timeout)
+
+        def decode(msg: Msg) -> dict[str, Any]:
+            try:
+                resp = json.loads(msg.data)
+            except ValueError:
+                raise JetStreamError(f"malformed JetStream API answer {msg.data[:64]!r}") from None
+            if not isinstance(resp, dict):
+                raise JetStreamError(f"malformed JetStream API answer {msg.data[:64]!r}")
+            if "error" in resp:
+                raise api_error(resp)
+            return resp
+
+        def no_js(f: Failure) -> Failure:
+            if f.check(NoRespondersError):
+                return Failure(JetStreamNotEnabledError(
+                    f"no JetStream answers on {self.prefix} (not enabled for this account?)"
+                ))
+            return f
+
+        return d.addCallbacks(decode, no_js)
+
+    def account_info(self) -> Deferred[dict[str, Any]]:
+        """The account's JetStream usage and limits."""
+        return self.api_request("INFO")
+
+    # ------------------------------------------------------------------ streams
+    def add_stream(
+        self, config: Mapping[str, Any] | None = None, **fields: Any
+    ) -> Deferred[dict[str, Any]]:
+        """Create a stream; ``config`` and/or keyword fields as in the server's JSON.
+
+        Fires with the stream info; fails with :class:`StreamNameInUseError` if a
+        stream of that name exists with another configuration.
+        """
+        return self._stream_config_call("CREATE", config, fields)
+
+    def update_stream(
+        self, config: Mapping[str, Any] | None = None, **fields: Any
+    ) -> Deferred[dict[str, Any]]:
+        """Change a stream's configuration; fires with the new stream info."""
+        return self._stream_config_call("UPDATE", config, fields)
+
+    def _stream_config_call(
+        self, verb: str, config: Mapping[str, Any] | None, fields: Mapping[str, Any]
+    ) -> Deferred[dict[str, Any]]:
+        cfg = {**(config or {}), **fields}
+        try:
+            name = check_name("stream", cfg.get("name"))
+        except NatsError as e:
+            return fail(e)
+        return self.api_request(f"STREAM.{verb}.{name}", cfg)
+
+    def stream_info(
+        self, name: str, subjects_filter: str | None = None
+    ) -> Deferred[dict[str, Any]]:
+        """The stream's configuration and state; :class:`StreamNotFoundError` if none."""
+        try:
+            check_name("stream", name)
+        except NatsError as e:
+            return fail(e)
+        payload = None if subjects_filter is None else {"subjects_filter": subjects_filter}
+        return self.api_request(f"STREAM.INFO.{name}", payload)
+
+    def delete_stream(self, name: str) -> Deferred[bool]:
+        """Delete a stream and everything in it."""
+        return self._named_call("stream", name, "STREAM.DELETE.", None, "success")
+
+    def purge_stream(
+        self, name: str, *, subject: str | None = None, seq: int | None = None,
+        keep: int | None = None,
+    ) -> Deferred[int]:
+        """Remove messages (all, or those on ``subject``, below ``seq``, all but ``keep``).
+
+        Fires with the number removed (ADR-10).
+        """
+        payload: dict[str, Any] = {}
+        if subject is not None:
+            payload["filter"] = subject
+        if seq is not None:
+            payload["seq"] = seq
+        if keep is not None:
+            payload["keep"] = keep
+        return self._named_call("stream", name, "STREAM.PURGE.", payload or None, "purged")
+
+    def _named_call(
+        self, kind: str, name: str, verb: str, payload: Mapping[str, Any] | None, field: str
+    ) -> Deferred[Any]:
+        try:
+            check_name(kind, name)
+        except NatsError as e:
+            return fail(e)
+        return self.api_request(verb + name, payload).addCallback(lambda r: r.get(field))
+
+    def stream_names(self, subject: str | None = None) -> Deferred[list[str]]:
+        """The names of every stream (or of those taking ``subject``), all pages."""
+        names: list[str] = []
+
+        def page(resp: dict[str, Any]) -> Deferred[list[str]] | list[str]:
+            got = resp.get("streams") or []
+            names.extend(got)
+            total = int(resp.get("total", 0))
+            if got and len(names) < total:
+                return ask(len(names))
+            return names
+
+        def ask(offset: int) -> Deferred[list[str]]:
+            payload: dict[str, Any] = {"offset": offset}
+            if subject is not None:
+                payload["subject"] = subject
+            return self.api_request("STREAM.NAMES", payload).addCallback(page)
+
+        return ask(0)
+
+    def get_msg(
+        self, stream: str, seq: int | None = None, *, last_by_subject: str | None = None,
+        next_by_subject: str | None = None, direct: bool = False,
+    ) -> Deferred[RawStreamMsg]:
+        """Read one stored message: by ``seq``, the last on a subject, or the next on a
+        subject at or after ``seq``. ``direct=True`` uses the Direct Get API (ADR-31; the
+        stream needs ``allow_direct``). Fails with :class:`MsgNotFoundError`.
+        """
+        try:
+            check_name("stream", stream)
+        except NatsError as e:
+            return fail(e)
+        req: dict[str, Any] = {}
+        if seq is not None:
+            req["seq"] = seq
+        if last_by_subject is not None:
+            req["last_by_subj"] = last_by_subject
+        if next_by_subject is not None:
+            req["next_by_subj"] = next_by_subject
+        if not req:
+            return fail(InvalidArgumentError("give seq, last_by_subject or next_by_subject"))
+        if direct:
+            return self._direct_get(stream, req)
+        return self.api_request(f"STREAM.MSG.GET.{stream}", req).addCallback(_raw_from_json)
+
+    def _direct_get(self, stream: str, req: Mapping[str, Any]) -> Deferred[RawStreamMsg]:
+        if set(req) == {"last_by_subj"}:
+            # The subject goes in the request subject: no JSON to encode or parse.
+            subject, data = f"{self.prefix}.DIRECT.GET.{stream}.{req['last_by_subj']}", b""
+        else:
+            subject, data = f"{self.prefix}.DIRECT.GET.{stream}", json.dumps(req).encode()
+        return self.client.request(subject, data, timeout=self.timeout).addCallback(
+            raw_from_direct
+        )
+
+    def delete_msg(self, stream: str, seq: int, *, erase: bool = False) -> Deferred[bool]:
+        """Remove one message (``erase=True`` overwrites it on disk)."""
+        payload: dict[str, Any] = {"seq": seq}
+        if not erase:
+            payload["no_erase"] = True
+        return self._named_call("stream", stream, "STREAM.MSG.DELETE.", payload, "success")
+
+    # ------------------------------------------------------------------ consumers
+    def add_consumer(
+        self, stream: str, config: Mapping[str, Any] | None = None, **fields: Any
+    ) -> Deferred[dict[str, Any]]:
+        """Create (or update to the same config) a consumer; fires with its info.
+
+        A consumer with ``durable_name`` or ``name`` is created under that name; one
+        with neither is ephemeral and the server names it.
+        """
+        cfg = {**(config or {}), **fields}
+        try:
+            check_name("stream", stream)
+            name = cfg.get("name") or cfg.get("durable_name")
+            if name is not None:
+                check_name("consumer", name)
+        except NatsError as e:
+            return fail(e)
+        subject = f"CONSUMER.CREATE.{stream}" + (f".{name}" if name else "")
+        return self.api_request(subject, {"stream_name": stream, "config": cfg})
+
+    def consumer_info(self, stream: str, name: str) -> Deferred[dict[str, Any]]:
+        """A consumer's configuration and state; :class:`ConsumerNotFoundError` if none."""
+        try:
+            check_name("stream", stream)
+            check_name("consumer", name)
+        except NatsError as e:
+            return fail(e)
+        return self.api_request(f"CONSUMER.INFO.{stream}.{name}")
+
+    def delete_consumer(self, stream: str, name: str) -> Deferred[bool]:
+        """Delete a consumer."""
+        try:
+            check_name("stream", stream)
+        except NatsError as e:
+            return fail(e)
+        return self._named_call("consumer", name, f"CONSUMER.DELETE.{stream}.", None, "success")
+
+    def pull_consumer(self, stream: str, name: str) -> PullConsumer:
+        """A handle on an existing pull consumer, for ``fetch``; no I/O."""
+        from txnats.jetstream.pull import PullConsumer
+
+        return PullConsumer(self, check_name("stream", stream), check_name("consumer", name))
+
+    # ------------------------------------------------------------------ publish
+    def publish(
+        self, subject: str, data: bytes = b"", *, headers: HeaderInput | None = None,
+        msg_id: str | None = None, expected_stream: str | None = None,
+        expected_last_seq: int | None = None, expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None, ttl: float | None = None,
+        timeout: float | None = None, retry_attempts: int = 2, retry_wait: float = 0.25,
+    ) -> Deferred[PubAck]:
+        """Publish to a stream and fire with its :class:`PubAck`.
+
+        ``msg_id`` sets ``Nats-Msg-Id`` (the stream drops duplicates within its window),
+        the ``expected_*`` arguments make the stream refuse the message unless they hold
+        (:class:`WrongLastSequenceError` and other :class:`APIError`s), ``ttl`` asks for
+        a per-message TTL in seconds (ADR-43). A 503 (no stream yet, or a leader
+        election) is retried ``retry_attempts`` times ``retry_wait`` seconds apart
+        (ADR-22), then fails with :class:`NoStreamResponseError`.
+        """
+        try:
+            hdrs = _headers_for(
+                headers, msg_id, expected_stream, expected_last_seq,
+                expected_last_subject_seq, expected_last_msg_id, ttl,
+            )
+        except NatsError as e:
+            return fail(e)
+        wait = timeout or self.timeout
+        clock = self.client.clock
+        attempts = [retry_attempts]
+
+        def attempt() -> Deferred[PubAck]:
+            return self.client.request(subject, data, timeout=wait, headers=hdrs).addCallbacks(
+                _parse_pub_ack, retry
+            )
+
+        def retry(f: Failure) -> Deferred[PubAck] | Failure:
+            if not f.check(NoRespondersError):
+                return f
+            if attempts[0] <= 0:
+                return Failure(NoStreamResponseError(f"no stream answers publishes on {subject!r}"))
+            attempts[0] -= 1
+            d: Deferred[None] = Deferred()
+            clock.callLater(retry_wait, d.callback, None)
+            return d.addCallback(lambda _: attempt())
+
+        return attempt()
+
+    @property
+    def publish_async_pending(self) -> int:
+        """Publishes sent by ``publish_async`` whose acknowledgement has not come yet."""
+        return self._async_pending
+
+    def publish_async(
+        self, subject: str, data: bytes = b"", *, headers: HeaderInput | None = None,
+        msg_id: str | None = None, expected_stream: str | None = None,
+        expected_last_seq: int | None = None, expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None, ttl: float | None = None,
+        timeout: float | None = None,
+    ) -> Deferred[PubAck]:
+        """Publish without waiting; the returned Deferred fires with the :class:`PubAck`.
+
+        At most ``publish_async_max_pending`` publishes await their acknowledgement; with
+        that many out, this raises :class:`TooManyStalledMsgsError` and sends nothing
+        (wait for :meth:`publish_async_room`). Bad input raises as ``publish`` does. A
+        publish no stream takes fails its Deferred with :class:`NoStreamResponseError`;
+        one unacknowledged after ``timeout`` with :class:`TimeoutError` (it may still
+        have been stored: publish with ``msg_id`` to retry safely).
+        """
+        if self._async_pending >= self.publish_async_max_pending:
+            raise TooManyStalledMsgsError(
+                f"{self._async_pending} publishes await their acknowledgement"
+            )
+        hdrs = _headers_for(
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+            expected_last_msg_id, ttl,
+        )
+        d = self.client.request(subject, data, timeout=timeout or self.timeout, headers=hdrs)
+        if d.called and isinstance(d.result, Failure):
+            f = d.result
+            d.addErrback(lambda _: None)
+            f.raiseException()
+        self._async_pending += 1
+        return d.addBoth(self._async_done)
+
+    def _async_done(self, result: Msg | Failure) -> PubAck | Failure:
+        self._async_pending -= 1
+        if (self._room_waiters or self._complete_waiters) and not self._notify_due:
+            # Waiters run once this acknowledgement's own callbacks (the caller's,
+            # added to the Deferred we returned) have run, not in the middle of them.
+            self._notify_due = True
+            self.client.schedule(self._notify_waiters)
+        if isinstance(result, Failure):
+            if result.check(NoRespondersError) and not result.check(NoStreamResponseError):
+                return Failure(NoStreamResponseError("no stream answers this publish"))
+            return result
+        try:
+            return _parse_pub_ack(result)
+        except NatsError:
+            return Failure()
+
+    def _notify_waiters(self) -> None:
+        self._notify_due = False
+        if self._room_waiters and self._async_pending < self.publish_async_max_pending:
+            waiters, self._room_waiters = self._room_waiters, []
+            for w in waiters:
+                w.callback(None)
+        if self._complete_waiters and not self._async_pending:
+            waiters, self._complete_waiters = self._complete_waiters, []
+            for w in waiters:
+                w.callback(None)
+
+    def publish_async_room(self) -> Deferred[None]:
+        """Fires once ``publish_async`` may be called again (at once if it may now)."""
+        if self._async_pending < self.publish_async_max_pending:
+            return succeed(None)
+        d: Deferred[None] = Deferred(self._room_waiters.remove)
+        self._room_waiters.append(d)
+        return d
+
+    def publish_async_complete(self) -> Deferred[None]:
+        """Fires once every ``publish_async`` so far has its acknowledgement (or failed)."""
+        if not self._async_pending:
+            return succeed(None)
+        d: Deferred[None] = Deferred(self._complete_waiters.remove)
+        self._complete_waiters.append(d)
+        return d
+
+    # ------------------------------------------------------------------ stores
+    def key_value(self, bucket: str) -> Deferred[KeyValue]:
+        """Bind to an existing key-value bucket; :class:`BucketNotFoundError` if none."""
+        from txnats.jetstream.kv import KeyValue
+
+        return KeyValue.bind(self, bucket)
+
+    def create_key_value(self, bucket: str, **config: Any) -> Deferred[KeyValue]:
+        """Create a key-value bucket (``history``, ``ttl``, ``max_bytes``, ... ) and bind."""
+        from txnats.jetstream.kv import KeyValue
+
+        return KeyValue.create(self, bucket, **config)
+
+    def delete_key_value(self, bucket: str) -> Deferred[bool]:
+        """Delete a key-value bucket and every key in it."""
+        try:
+            check_name("bucket", bucket)
+        except NatsError as e:
+            return fail(e)
+        return self.delete_stream(f"KV_{bucket}")
+
+    def object_store(self, bucket: str) -> Deferred[ObjectStore]:
+        """Bind to an existing object store; :class:`BucketNotFoundError` if none."""
+        from txnats.jetstream.object_store import ObjectStore
+
+        return ObjectStore.bind(self, bucket)
+
+    def create_object_store(self, bucket: str, **config: Any) -> Deferred[ObjectStore]:
+        """Create an object store and bind to it."""
+        from txnats.jetstream.object_store import ObjectStore
+
+        return ObjectStore.create(self, bucket, **config)
+
+    def delete_object_store(self, bucket: str) -> Deferred[bool]:
+        """Delete an object store and every object in it."""
+        try:
+            check_name("bucket", bucket)
+        except NatsError as e:
+            return fail(e)
+        return self.delete_stream(f"OBJ_{bucket}")
+
+
+def _raw_from_json(resp: dict[str, Any]) -> RawStreamMsg:
+    m = resp.get("message") or {}
+    try:
+        hdrs = m.get("hdrs")
+        data = m.get("data")
+        return RawStreamMsg(
+            subject=m["subject"],
+            seq=int(m["seq"]),
+            data=base64.b64decode(data) if data else b"",
+            headers=parse_headers(base64.b64decode(hdrs)) if hdrs else None,
+            time=m.get("time", ""),
+        )
+    except (KeyError, TypeError, ValueError, NatsError):
+        raise JetStreamError(f"malformed stored message {str(m)[:64]!r}") from None
+
+
+def raw_from_direct(msg: Msg) -> RawStreamMsg:
+    """A Direct Get answer as a :class:`RawStreamMsg` (404 -> :class:`MsgNotFoundError`)."""
+    h = msg.headers
+    if h is None:
+        raise JetStreamError("Direct Get answer without headers")
+    if h.status is not None:
+        if h.status == 404:
+            raise MsgNotFoundError(h.description or "no message found", 404, 10037)
+        raise APIError(h.description or "Direct Get failed", h.status, 0)
+    try:
+        return RawStreamMsg(
+            subject=h["Nats-Subject"], seq=int(h["Nats-Sequence"]), data=msg.data,
+            headers=h, time=h.get("Nats-Time-Stamp", ""),
+        )
+    except (KeyError, ValueError):
+        raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence") from None
+

@@ -1,0 +1,134 @@
+"""Pull consumers: ``fetch`` a batch of messages on request (``CONSUMER.MSG.NEXT``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.interfaces import IDelayedCall
+
+from txnats.errors import APIError, InvalidArgumentError, NatsError, TimeoutError
+from txnats.jetstream.msg import JsMsg
+from txnats.protocol.events import Msg
+
+if TYPE_CHECKING:
+    from txnats.jetstream.context import JetStreamContext
+    from txnats.subscription import Subscription
+
+__all__ = ["PullConsumer"]
+
+#: How long after a pull request's ``expires`` we give up on the server's own
+#: end-of-request status (408) and end the fetch ourselves.
+_GRACE = 1.0
+
+
+class PullConsumer:
+    """A handle on a pull consumer of ``stream`` named ``name``.
+
+    ``fetch`` asks the server for up to ``batch`` messages and fires with those that
+    came within ``expires`` seconds (possibly none). Messages it gathered are never
+    dropped: they are handed over when the fetch ends, however it ends short of an
+    error; unacknowledged ones are redelivered after the consumer's ``ack_wait``.
+    """
+
+    def __init__(self, js: JetStreamContext, stream: str, name: str) -> None:
+        self.js = js
+        self.stream = stream
+        self.name = name
+
+    def info(self) -> Deferred[dict[str, Any]]:
+        """The consumer's configuration and state."""
+        return self.js.consumer_info(self.stream, self.name)
+
+    def fetch(
+        self, batch: int = 1, *, expires: float = 5.0, no_wait: bool = False,
+        max_bytes: int | None = None,
+    ) -> Deferred[list[JsMsg]]:
+        """Fetch up to ``batch`` messages, waiting at most ``expires`` seconds.
+
+        ``no_wait=True`` returns at once with what is available. Fails with
+        :class:`APIError` when the server refuses the pull (a 409: consumer deleted,
+        too many waiting pulls, max bytes exceeded before any message); cancelling the
+        Deferred ends the pull and discards nothing already delivered to us.
+        """
+        if batch < 1:
+            return fail(InvalidArgumentError("batch must be at least 1"))
+        if expires <= 0:
+            return fail(InvalidArgumentError("expires must be positive"))
+        client = self.js.client
+        req: dict[str, Any] = {"batch": batch, "expires": int(expires * 1e9)}
+        if no_wait:
+            req["no_wait"] = True
+        if max_bytes is not None:
+            req["max_bytes"] = max_bytes
+        got: list[JsMsg] = []
+        state: dict[str, Any] = {"done": False}
+        timer: list[IDelayedCall] = []
+        sub_box: list[Subscription] = []
+
+        def end() -> None:
+            state["done"] = True
+            if timer and timer[0].active():
+                timer[0].cancel()
+            if sub_box:
+                sub_box[0].unsubscribe()
+
+        def finish() -> None:
+            if not state["done"]:
+                end()
+                d.callback(got)
+
+        def fail_with(e: NatsError) -> None:
+            if not state["done"]:
+                end()
+                if got:  # never lose what we hold: hand it over, the error is logged
+                    d.callback(got)
+                else:
+                    d.errback(e)
+
+        def on_msg(msg: Msg) -> None:
+            if state["done"]:
+                return
+            h = msg.headers
+            status = None if h is None else h.status
+            if status is None:
+                got.append(JsMsg(msg, client))
+                if len(got) >= batch:
+                    finish()
+                return
+            if status == 100:  # idle heartbeat
+                return
+            if status in (404, 408):  # no messages / the request expired
+                finish()
+                return
+            assert h is not None
+            desc = h.description or f"pull request ended with status {status}"
+            if status == 409 and "Leadership Change" in desc:
+                finish()
+                return
+            fail_with(APIError(desc, status, 0))
+
+        def cancel(_: Deferred[list[JsMsg]]) -> None:
+            end()
+
+        d: Deferred[list[JsMsg]] = Deferred(cancel)
+        try:
+            inbox = client.new_inbox()
+            sub_box.append(client.subscribe(inbox, on_msg))
+            client.publish(
+                f"{self.js.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.name}",
+                json.dumps(req).encode(), reply=inbox,
+            )
+        except NatsError as e:
+            end()
+            return fail(e)
+
+        def expire() -> None:
+            if got:
+                finish()
+            else:
+                fail_with(TimeoutError(f"pull from {self.stream}/{self.name} got no answer"))
+
+        timer.append(client.clock.callLater(expires + _GRACE, expire))
+        return d
