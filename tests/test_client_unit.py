@@ -12,11 +12,11 @@ import itertools
 import json
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from random import Random
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.defer import CancelledError, Deferred, fail, inlineCallbacks
 from twisted.internet.error import ConnectionDone, ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
@@ -31,12 +31,14 @@ from txnats.errors import (
     ConnectionClosedError,
     ConnectionDrainingError,
     FlushTimeoutError,
+    InvalidArgumentError,
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
     OutboundBufferFullError,
     PermissionViolationError,
     SlowConsumerError,
+    SubscriptionClosedError,
     TimeoutError,
 )
 from txnats.protocol.events import Msg
@@ -560,14 +562,117 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.successResultOf(sub.when_ended())
 
     def test_next_msg_timeout(self) -> None:
-        """next_msg() fails with TimeoutError at exactly its timeout."""
+        """next_msg() fails with TimeoutError at exactly its timeout, and leaves no timer."""
         client, _server = self.connected()
         sub = client.subscribe("a")
-        d = sub.next_msg(timeout=0.5)
+        self.clock.advance(0)
+        timers = list(self.clock.getDelayedCalls())
+        d = Deferred.fromCoroutine(sub.next_msg(timeout=0.5))
+        self.assertEqual(len(self.clock.getDelayedCalls()), len(timers) + 1)
         self.clock.advance(0.5 - 1 / 64)
         self.assertNoResult(d)
         self.clock.advance(1 / 64)
-        self.failureResultOf(d, TimeoutError)
+        err = self.failureResultOf(d, TimeoutError).value
+        self.assertEqual(str(err), "no message on 'a' within 0.5s")
+        self.assertEqual(len(sub._waiters), 0)
+        self.assertEqual(self.clock.getDelayedCalls(), timers)
+
+    def test_next_msg_returns_queued_message_without_suspending(self) -> None:
+        """A queued message comes back on the coroutine's first step: no suspension, no Deferred."""
+        client, server = self.connected()
+        sub = client.subscribe("a")
+        self.clock.advance(0)
+        server.send(msg_frame("a", sub.sid, b"one") + msg_frame("a", sub.sid, b"two"))
+        self.assertEqual(sub.pending_msgs, 2)
+        timers = list(self.clock.getDelayedCalls())
+        made: list[Deferred[Any]] = []
+        real_init = Deferred.__init__
+
+        def counting_init(d: Deferred[Any], *args: Any, **kwargs: Any) -> None:
+            made.append(d)
+            real_init(d, *args, **kwargs)
+
+        coro = sub.next_msg(timeout=0.5)
+        self.patch(Deferred, "__init__", counting_init)
+        with self.assertRaises(StopIteration) as stopped:
+            coro.send(None)
+        self.assertEqual(made, [])
+        msg = stopped.exception.value
+        self.assertIsInstance(msg, Msg)
+        self.assertEqual(msg.data, b"one")
+        self.assertEqual((sub.pending_msgs, sub.delivered), (1, 1))
+        self.assertEqual(self.clock.getDelayedCalls(), timers)  # no timeout timer either
+
+    def test_next_msg_cancelled_while_waiting_loses_nothing(self) -> None:
+        """Cancelling a waiting next_msg() (wrapped in fromCoroutine) withdraws it; nothing lost."""
+        client, server = self.connected()
+        sub = client.subscribe("a")
+        self.clock.advance(0)
+        timers = list(self.clock.getDelayedCalls())  # the client's own (PING)
+        d = Deferred.fromCoroutine(sub.next_msg(timeout=5))
+        self.assertNoResult(d)
+        self.assertEqual(len(sub._waiters), 1)
+        self.assertEqual(len(self.clock.getDelayedCalls()), len(timers) + 1)
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.assertEqual(len(sub._waiters), 0)
+        self.assertEqual(self.clock.getDelayedCalls(), timers)  # its timer was cancelled
+        server.send(msg_frame("a", sub.sid, b"kept"))
+        self.clock.advance(0)
+        self.assertEqual((sub.pending_msgs, sub.delivered), (1, 0))
+        got = self.successResultOf(Deferred.fromCoroutine(sub.next_msg(timeout=5)))
+        self.assertEqual(got.data, b"kept")
+        self.assertEqual((sub.pending_msgs, sub.delivered, sub.dropped), (0, 1, 0))
+
+    def test_next_msg_waiting_gets_message_and_stops_timer(self) -> None:
+        """A waiting next_msg() fires with the next message and cancels its timeout."""
+        client, server = self.connected()
+        sub = client.subscribe("a")
+        self.clock.advance(0)
+        timers = list(self.clock.getDelayedCalls())
+        d = Deferred.fromCoroutine(sub.next_msg(timeout=5))
+        server.send(msg_frame("a", sub.sid, b"late"))
+        self.clock.advance(0)
+        self.assertEqual(self.successResultOf(d).data, b"late")
+        self.assertEqual(self.clock.getDelayedCalls(), timers)
+
+    def test_next_msg_yielded_in_inline_callbacks(self) -> None:
+        """inlineCallbacks accepts the yielded coroutine (Twisted >= 24.7), queued or waiting."""
+        client, server = self.connected()
+        sub = client.subscribe("a")
+        self.clock.advance(0)
+        server.send(msg_frame("a", sub.sid, b"queued"))
+
+        @inlineCallbacks
+        def read_two() -> Generator[Any, Any, list[bytes]]:
+            first = yield sub.next_msg(timeout=5)
+            second = yield sub.next_msg(timeout=5)
+            return [first.data, second.data]
+
+        d = read_two()
+        self.assertNoResult(d)
+        server.send(msg_frame("a", sub.sid, b"later"))
+        self.clock.advance(0)
+        self.assertEqual(self.successResultOf(d), [b"queued", b"later"])
+
+    def test_next_msg_on_handler_subscription_raises(self) -> None:
+        """next_msg() on a subscription with a handler raises InvalidArgumentError."""
+        client, _server = self.connected()
+        sub = client.subscribe("a", lambda m: None)
+        self.clock.advance(0)
+        d = Deferred.fromCoroutine(sub.next_msg())
+        self.failureResultOf(d, InvalidArgumentError)
+
+    def test_next_msg_on_ended_subscription_raises(self) -> None:
+        """next_msg() on an ended subscription with nothing queued raises why it ended."""
+        client, _server = self.connected()
+        sub = client.subscribe("a")
+        sub.unsubscribe()
+        self.clock.advance(0)
+        self.assertFalse(sub.is_active)
+        for _ in range(2):
+            d = Deferred.fromCoroutine(sub.next_msg())
+            self.failureResultOf(d, SubscriptionClosedError)
 
     def test_permission_violation_on_subscribe_ends_sub(self) -> None:
         """A subscribe permissions violation ends that subscription; the connection lives."""
@@ -1150,7 +1255,7 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
             max_reconnect_attempts=3, reconnect_wait=1.0, error_cb=errors.append
         )
         sub = client.subscribe("a")
-        d = sub.next_msg(timeout=None)
+        d = Deferred.fromCoroutine(sub.next_msg(timeout=None))
         server.lose()
         attempts = self.fail_dials()
         self.assertEqual(len(attempts), 3)

@@ -372,7 +372,9 @@ class AutoUnsubscribeTests(ServerTestCase):
         self.assertEqual(sub.delivered, 3)
         await bounded(sub.when_ended())
         self.assertFalse(sub.is_active)
-        await self.assert_fails(sub.next_msg(timeout=WAIT), SubscriptionClosedError)
+        await self.assert_fails(
+            Deferred.fromCoroutine(sub.next_msg(timeout=WAIT)), SubscriptionClosedError
+        )
 
     async def test_max_msgs_with_handler(self) -> None:
         """subscribe(handler, max_msgs=4): the handler runs exactly 4 times."""
@@ -400,7 +402,9 @@ class AutoUnsubscribeTests(ServerTestCase):
         await nc.flush(timeout=WAIT)
         got = [(await sub.next_msg(timeout=WAIT)).data for _ in range(5)]
         self.assertEqual(got, [b"early-0", b"early-1", b"late-0", b"late-1", b"late-2"])
-        await self.assert_fails(sub.next_msg(timeout=WAIT), SubscriptionClosedError)
+        await self.assert_fails(
+            Deferred.fromCoroutine(sub.next_msg(timeout=WAIT)), SubscriptionClosedError
+        )
         self.assertEqual(sub.received, 5)
         self.assertFalse(sub.is_active)
 
@@ -622,7 +626,9 @@ class NextMsgTests(ServerTestCase):
         """next_msg(timeout=0.1) with nothing published fails with txnats.TimeoutError."""
         nc = await self.connect()
         sub = nc.subscribe("nm.nothing")
-        err = await self.assert_fails(sub.next_msg(timeout=0.1), txnats.TimeoutError)
+        err = await self.assert_fails(
+            Deferred.fromCoroutine(sub.next_msg(timeout=0.1)), txnats.TimeoutError
+        )
         self.assertIsInstance(err, TimeoutError)  # the built-in too
         self.assertTrue(sub.is_active)
 
@@ -630,7 +636,7 @@ class NextMsgTests(ServerTestCase):
         """Cancelling a pending next_msg() fails it; the next next_msg() gets the message."""
         nc = await self.connect()
         sub = nc.subscribe("nm.cancel")
-        pending = sub.next_msg(timeout=WAIT)
+        pending = Deferred.fromCoroutine(sub.next_msg(timeout=WAIT))
         pending.cancel()
         await self.assert_fails(pending, CancelledError)
         nc.publish("nm.cancel", b"kept")
@@ -683,7 +689,9 @@ class NextMsgTests(ServerTestCase):
         self.assertEqual(got, [b"0", b"1", b"2"])
         await drained
         self.assertFalse(sub.is_active)
-        await self.assert_fails(sub.next_msg(timeout=WAIT), SubscriptionClosedError)
+        await self.assert_fails(
+            Deferred.fromCoroutine(sub.next_msg(timeout=WAIT)), SubscriptionClosedError
+        )
 
     async def test_async_for_ends_on_drain(self) -> None:
         """sub.drain() lets an async for read every queued message, then ends it."""
@@ -872,7 +880,7 @@ class FlushTests(ServerTestCase):
         await nc.flush(timeout=WAIT)
         flushing = nc.flush(timeout=WAIT)
         requesting = nc.request("fl.silent", b"?", timeout=WAIT)
-        reading = nc.subscribe("fl.nothing").next_msg(timeout=WAIT)
+        reading = Deferred.fromCoroutine(nc.subscribe("fl.nothing").next_msg(timeout=WAIT))
         closing = nc.close()
         await self.assert_fails(flushing, ConnectionClosedError)
         await self.assert_fails(requesting, ConnectionClosedError)

@@ -1003,7 +1003,8 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
                 if state != "CLOSED":
                     pending.append(client.flush(timeout=None))
                     pending.append(client.request("svc", b"x", timeout=None))
-                    pending.append(client.subscribe("z").next_msg(timeout=None))
+                    reading = client.subscribe("z").next_msg(timeout=None)
+                    pending.append(Deferred.fromCoroutine(reading))
                 results = [op(client), op(client)]
                 if first is not None:
                     first.addErrback(lambda f: None)

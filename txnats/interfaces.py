@@ -47,7 +47,12 @@ class ISubscription(Interface):
         """Unsubscribe; Deferred fired once everything received is handled."""
 
     def next_msg(timeout: float | None = 1.0) -> object:
-        """Deferred firing with the next message."""
+        """Coroutine returning the next message: ``await sub.next_msg()``.
+
+        Wrap it with ``Deferred.fromCoroutine(...)`` where a Deferred is needed
+        (cancelling that Deferred withdraws the read), or ``yield`` it inside
+        ``inlineCallbacks``.
+        """
 
 
 class IClient(Interface):

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -328,21 +328,51 @@ class Subscription:
         self._ended.append(d)
         return d
 
-    def next_msg(self, timeout: float | None = 1.0) -> Deferred[Msg]:
+    async def next_msg(self, timeout: float | None = 1.0) -> Msg:
         """The next message from the mailbox (pull style), or ``TimeoutError``.
 
-        Cancelling the Deferred withdraws the request; no message is lost.
-        Only for subscriptions without a handler.
+        A coroutine: ``msg = await sub.next_msg()``. A queued message is returned
+        without suspending and without a Deferred. Where a Deferred is needed, wrap
+        it: ``Deferred.fromCoroutine(sub.next_msg())``; inside ``inlineCallbacks``,
+        ``msg = yield sub.next_msg()`` works too (Twisted 24.7 and later accept a
+        yielded coroutine). Cancelling that Deferred while it waits withdraws the
+        request; no message is lost. The wait starts when the coroutine first runs,
+        not when ``next_msg()`` is called.
+
+        Only for subscriptions without a handler (``InvalidArgumentError``
+        otherwise). On a subscription that has ended and has nothing queued, raises
+        why it ended (``SubscriptionClosedError``, ``ConnectionClosedError``, or the
+        server's ``PermissionViolationError``).
+        """
+        if self._mailbox and not self._waiters and self._handler is None:
+            return self._take_next()
+        return await self._wait_next(timeout)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    def _take_next(self) -> Msg:
+        """Hand the next queued message to a reader; end the subscription if it was the last."""
+        msg = self._take()
+        if self._state == _ENDING:
+            self._check_end()  # an ending subscription whose mailbox is now empty is over
+        return msg
+
+    def _wait_next(self, timeout: float | None) -> Deferred[Msg]:
+        """The slow path of a read: refuse, fail as ended, or wait in ``_waiters``.
+
+        The callers have already handed out a message that was queued with no earlier
+        waiter (without suspending). This raises at once for a handler subscription or
+        an ended one with nothing queued; otherwise it returns a Deferred registered as
+        a waiter (fired by ``_turn``, in order), whose canceller withdraws it and stops
+        the timer.
         """
         if self._handler is not None:
-            return fail(
-                InvalidArgumentError("next_msg() is for subscriptions without a handler")
-            )
-        if self._mailbox and not self._waiters:
-            return succeed(self._take_next())
+            raise InvalidArgumentError("next_msg() is for subscriptions without a handler")
         if self._state == _CLOSED or (self._state == _ENDING and not self._mailbox):
             reason = self._end_reason or SubscriptionClosedError(f"subscription {self.sid} ended")
-            return fail(reason)
+            # The same reason may be raised to many reads: do not let its traceback grow.
+            raise reason.with_traceback(None)
         timer: list[IDelayedCall] = []
 
         def cancel(d: Deferred[Msg]) -> None:
@@ -373,23 +403,13 @@ class Subscription:
             d.addBoth(stop_timer)
         return d
 
-    def __aiter__(self) -> Subscription:
-        return self
-
-    def _take_next(self) -> Msg:
-        """Hand the next queued message to a reader; end the subscription if it was the last."""
-        msg = self._take()
-        if self._state == _ENDING:
-            self._check_end()  # an ending subscription whose mailbox is now empty is over
-        return msg
-
     async def __anext__(self) -> Msg:
         # A queued message is returned at once: no Deferred, and the coroutine running
         # the loop does not suspend (this is what keeps async for as fast as a handler).
         if self._mailbox and not self._waiters and self._handler is None:
             return self._take_next()
         try:
-            return await self.next_msg(None)
+            return await self._wait_next(None)
         except (SubscriptionClosedError, ConnectionClosedError):
             raise StopAsyncIteration from None
 
