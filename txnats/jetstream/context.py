@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txnats.errors import (
     API_ERRORS,
     APIError,
+    ConnectionClosedError,
     InvalidArgumentError,
     JetStreamError,
     JetStreamNotEnabledError,
@@ -27,6 +30,7 @@ from txnats.errors import (
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
+    TimeoutError,
     TooManyStalledMsgsError,
 )
 from txnats.protocol.events import Msg
@@ -64,9 +68,10 @@ def api_error(resp: Mapping[str, Any]) -> APIError:
     return cls(str(err.get("description", "unknown error")), int(err.get("code") or 0), err_code)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PubAck:
-    """The stream's acknowledgement of a publish."""
+    """The stream's acknowledgement of a publish (a plain record: not frozen, since a
+    frozen dataclass costs three times as much to build, once per publish)."""
 
     stream: str
     seq: int
@@ -86,7 +91,15 @@ class RawStreamMsg:
     time: str = ""
 
 
+#: The common acknowledgement, parsed without the JSON decoder (which costs four times
+#: as much): a stream name (no quote, no backslash) and a sequence, nothing else.
+_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}')
+
+
 def _parse_pub_ack(msg: Msg) -> PubAck:
+    m = _PLAIN_ACK.fullmatch(msg.data)
+    if m is not None:
+        return PubAck(m[1].decode(), int(m[2]))
     try:
         resp = json.loads(msg.data)
     except ValueError:
@@ -164,10 +177,12 @@ class JetStreamContext:
         self.domain = domain or ""
         self.timeout = timeout
         self.publish_async_max_pending = publish_async_max_pending
+        self._low_water = publish_async_max_pending // 2
         self._async_pending = 0
         self._room_waiters: list[Deferred[None]] = []
         self._complete_waiters: list[Deferred[None]] = []
         self._notify_due = False
+        self._acks: _AckInbox | None = None
 
     # ------------------------------------------------------------------ the API
     def api_request(
@@ -434,16 +449,18 @@ class JetStreamContext:
         msg_id: str | None = None, expected_stream: str | None = None,
         expected_last_seq: int | None = None, expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, ttl: float | None = None,
-        timeout: float | None = None,
     ) -> Deferred[PubAck]:
         """Publish without waiting; the returned Deferred fires with the :class:`PubAck`.
 
         At most ``publish_async_max_pending`` publishes await their acknowledgement; with
         that many out, this raises :class:`TooManyStalledMsgsError` and sends nothing
-        (wait for :meth:`publish_async_room`). Bad input raises as ``publish`` does. A
-        publish no stream takes fails its Deferred with :class:`NoStreamResponseError`;
-        one unacknowledged after ``timeout`` with :class:`TimeoutError` (it may still
-        have been stored: publish with ``msg_id`` to retry safely).
+        (wait for :meth:`publish_async_room`). Bad input raises as ``publish`` does; when
+        it raises, nothing was sent. A publish no stream takes fails its Deferred with
+        :class:`NoStreamResponseError`, a refused one with its :class:`APIError`, and
+        one still unacknowledged after the context's ``timeout`` (checked every half
+        ``timeout``, so within 1.5 times it) with :class:`TimeoutError`: it may still
+        have been stored, so publish with ``msg_id`` to retry safely. Closing the client
+        fails the publishes still waiting with :class:`ConnectionClosedError`.
         """
         if self._async_pending >= self.publish_async_max_pending:
             raise TooManyStalledMsgsError(
@@ -453,33 +470,26 @@ class JetStreamContext:
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, ttl,
         )
-        d = self.client.request(subject, data, timeout=timeout or self.timeout, headers=hdrs)
-        if d.called and isinstance(d.result, Failure):
-            f = d.result
-            d.addErrback(lambda _: None)
-            f.raiseException()
-        self._async_pending += 1
-        return d.addBoth(self._async_done)
+        acks = self._acks
+        if acks is None:
+            acks = self._acks = _AckInbox(self)
+        return acks.publish(subject, data, hdrs)
 
-    def _async_done(self, result: Msg | Failure) -> PubAck | Failure:
+    def _async_done(self) -> None:
+        """One publish_async ended (acknowledged, refused, timed out or cancelled)."""
         self._async_pending -= 1
-        if (self._room_waiters or self._complete_waiters) and not self._notify_due:
+        if (
+            (self._complete_waiters and not self._async_pending)
+            or (self._room_waiters and self._async_pending <= self._low_water)
+        ) and not self._notify_due:
             # Waiters run once this acknowledgement's own callbacks (the caller's,
             # added to the Deferred we returned) have run, not in the middle of them.
             self._notify_due = True
             self.client.schedule(self._notify_waiters)
-        if isinstance(result, Failure):
-            if result.check(NoRespondersError) and not result.check(NoStreamResponseError):
-                return Failure(NoStreamResponseError("no stream answers this publish"))
-            return result
-        try:
-            return _parse_pub_ack(result)
-        except NatsError:
-            return Failure()
 
     def _notify_waiters(self) -> None:
         self._notify_due = False
-        if self._room_waiters and self._async_pending < self.publish_async_max_pending:
+        if self._room_waiters and self._async_pending <= self._low_water:
             waiters, self._room_waiters = self._room_waiters, []
             for w in waiters:
                 w.callback(None)
@@ -489,7 +499,9 @@ class JetStreamContext:
                 w.callback(None)
 
     def publish_async_room(self) -> Deferred[None]:
-        """Fires once ``publish_async`` may be called again (at once if it may now)."""
+        """Fires at once if ``publish_async`` may be called now; else once no more than
+        half the window awaits acknowledgement (so that a loop waiting for room wakes
+        once per half window, not once per acknowledgement)."""
         if self._async_pending < self.publish_async_max_pending:
             return succeed(None)
         d: Deferred[None] = Deferred(self._room_waiters.remove)
@@ -579,3 +591,94 @@ def raw_from_direct(msg: Msg) -> RawStreamMsg:
     except (KeyError, ValueError):
         raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence") from None
 
+
+
+class _AckInbox:
+    """Where ``publish_async`` acknowledgements arrive: one wildcard inbox subscription,
+    token -> Deferred, and coarse timeouts.
+
+    Every publish gets the same timeout, so instead of a deadline each, pending
+    publishes sit in generations: new ones join the youngest, and every half timeout
+    the oldest generation fails with :class:`TimeoutError` and a new one starts. That
+    keeps a publish down to one Deferred and one dict entry (a window of thousands of
+    them otherwise costs more in the garbage collector than in the work).
+    """
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+        client = js.client
+        self.prefix = f"{client.new_inbox()}."
+        self._plen = len(self.prefix)
+        self._next = 0
+        self._gens: list[dict[str, Deferred[PubAck]]] = [{}, {}, {}]
+        self._timer: IDelayedCall | None = None
+        self._sub = client.subscribe(
+            self.prefix + "*", self._on_ack,
+            pending_msgs_limit=1 << 20, pending_bytes_limit=1 << 30,
+        )
+        client.when_closed().addBoth(self._closed)
+
+    def publish(self, subject: str, data: bytes, headers: HeaderInput | None) -> Deferred[PubAck]:
+        self._next += 1
+        token = f"{self._next:x}"
+        self.js.client.publish(subject, data, reply=self.prefix + token, headers=headers)
+        d: Deferred[PubAck] = Deferred(self._cancel)
+        self._gens[0][token] = d
+        self.js._async_pending += 1
+        if self._timer is None:
+            self._timer = self.js.client.clock.callLater(self.js.timeout / 2, self._rotate)
+        return d
+
+    def _take(self, token: str) -> Deferred[PubAck] | None:
+        for gen in self._gens:
+            d = gen.pop(token, None)
+            if d is not None:
+                self.js._async_done()
+                return d
+        return None
+
+    def _on_ack(self, msg: Msg) -> None:
+        d = self._take(msg.subject[self._plen:])
+        if d is None:
+            return  # timed out or cancelled already: that was reported then
+        h = msg.headers
+        if h is not None and h.status == 503:
+            d.errback(NoStreamResponseError("no stream answers this publish"))
+            return
+        try:
+            ack = _parse_pub_ack(msg)
+        except NatsError as e:
+            d.errback(e)
+            return
+        d.callback(ack)
+
+    def _cancel(self, d: Deferred[PubAck]) -> None:
+        for gen in self._gens:
+            for token, pending in gen.items():
+                if pending is d:
+                    del gen[token]
+                    self.js._async_done()
+                    return
+
+    def _rotate(self) -> None:
+        self._timer = None
+        gens = self._gens
+        expired = gens.pop()
+        gens.insert(0, {})
+        for _ in expired:
+            self.js._async_done()
+        for d in expired.values():
+            d.errback(TimeoutError(f"no acknowledgement within {self.js.timeout}s"))
+        if any(gens):
+            self._timer = self.js.client.clock.callLater(self.js.timeout / 2, self._rotate)
+
+    def _closed(self, _: object) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        pending = [d for gen in self._gens for d in gen.values()]
+        self._gens = [{}, {}, {}]
+        for _d in pending:
+            self.js._async_done()
+        for d in pending:
+            d.errback(ConnectionClosedError("client closed before the acknowledgement came"))
