@@ -1,0 +1,188 @@
+"""The JetStream workloads of ``txnats bench``: ``js-pub``, ``kv`` and ``obj``.
+
+Each creates what it measures (a memory stream, a key-value bucket, an object store)
+under a name of its own, deletes it afterwards, and returns a result dict as the core
+workloads in :mod:`txnats._bench` do. Storage is ``memory`` (as ``nats bench`` uses
+by default), so the figures are the clients' and the server's, not the disk's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from twisted.internet.interfaces import IReactorCore
+
+from txnats._bench import ProgressSink, Result, _base, _check_counts, _connect_many, _rates
+from txnats.errors import InvalidArgumentError, StreamNotFoundError
+from txnats.jetstream import JetStreamContext
+
+__all__ = ["BENCH_BUCKET", "BENCH_STREAM", "bench_js_pub", "bench_kv", "bench_obj"]
+
+#: The stream ``js-pub`` creates (and deletes); its bucket for ``kv`` and ``obj``.
+BENCH_STREAM = "TXNATS_BENCH"
+BENCH_BUCKET = "txnats_bench"
+
+
+async def _fresh_stream(js: JetStreamContext, subject: str) -> None:
+    try:
+        await js.delete_stream(BENCH_STREAM)
+    except StreamNotFoundError:
+        pass
+    await js.add_stream(name=BENCH_STREAM, subjects=[subject], storage="memory")
+
+
+async def bench_js_pub(
+    reactor: IReactorCore,
+    servers: str | Sequence[str],
+    *,
+    msgs: int = 100_000,
+    size: int = 128,
+    window: int = 4000,
+    subject: str = "txnats.bench",
+    options: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+) -> Result:
+    """``publish_async`` ``msgs`` messages to a memory stream, at most ``window``
+    unacknowledged; the clock stops when the last acknowledgement is in."""
+    _check_counts(msgs, size)
+    (nc,) = await _connect_many(reactor, servers, 1, "txnats-bench-js", options or {})
+    try:
+        js = nc.jetstream(publish_async_max_pending=window)
+        await _fresh_stream(js, subject)
+        payload = b"x" * size
+        acked = [0]
+
+        def count(_: object) -> None:
+            acked[0] += 1
+
+        if progress is not None:
+            progress.begin("Publishing", msgs, lambda: acked[0])
+        publish = js.publish_async
+        start = time.perf_counter()
+        try:
+            for _ in range(msgs):
+                if js.publish_async_pending >= window:
+                    await js.publish_async_room()
+                publish(subject, payload).addCallback(count)
+            await js.publish_async_complete()
+        finally:
+            if progress is not None:
+                progress.end()
+        elapsed = time.perf_counter() - start
+        if acked[0] != msgs:
+            raise InvalidArgumentError(f"only {acked[0]} of {msgs} publishes were acknowledged")
+        await js.delete_stream(BENCH_STREAM)
+    finally:
+        await nc.close()
+    result = _base("js-pub", reactor, msgs=msgs, size=size, pubs=1, subs=0, window=window)
+    return _rates(result, msgs, msgs * size, elapsed)
+
+
+async def bench_kv(
+    reactor: IReactorCore,
+    servers: str | Sequence[str],
+    *,
+    msgs: int = 10_000,
+    size: int = 128,
+    keys: int = 1000,
+    options: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+) -> Result:
+    """``msgs`` sequential puts over ``keys`` keys, then ``msgs`` sequential gets.
+
+    ``put_ops_per_sec`` and ``get_ops_per_sec`` are each phase's rate;
+    ``msgs_per_sec`` is all operations over both phases.
+    """
+    _check_counts(msgs, size)
+    (nc,) = await _connect_many(reactor, servers, 1, "txnats-bench-kv", options or {})
+    try:
+        js = nc.jetstream()
+        try:
+            await js.delete_key_value(BENCH_BUCKET)
+        except StreamNotFoundError:
+            pass
+        kv = await js.create_key_value(BENCH_BUCKET, storage="memory")
+        value = b"x" * size
+        names = [f"k{i}" for i in range(min(keys, msgs))]
+        n = len(names)
+        done = [0]
+        if progress is not None:
+            progress.begin("Put, then get", 2 * msgs, lambda: done[0])
+        try:
+            start = time.perf_counter()
+            for i in range(msgs):
+                await kv.put(names[i % n], value)
+                done[0] += 1
+            put_elapsed = time.perf_counter() - start
+            start = time.perf_counter()
+            for i in range(msgs):
+                entry = await kv.get(names[i % n])
+                if len(entry.value) != size:
+                    raise InvalidArgumentError(f"kv get returned {len(entry.value)} bytes")
+                done[0] += 1
+            get_elapsed = time.perf_counter() - start
+        finally:
+            if progress is not None:
+                progress.end()
+        await js.delete_key_value(BENCH_BUCKET)
+    finally:
+        await nc.close()
+    result = _base("kv", reactor, msgs=msgs, size=size, pubs=1, subs=0, keys=n)
+    _rates(result, 2 * msgs, 2 * msgs * size, put_elapsed + get_elapsed)
+    result["put_ops_per_sec"] = round(msgs / max(put_elapsed, 1e-9), 1)
+    result["get_ops_per_sec"] = round(msgs / max(get_elapsed, 1e-9), 1)
+    return result
+
+
+async def bench_obj(
+    reactor: IReactorCore,
+    servers: str | Sequence[str],
+    *,
+    msgs: int = 3,
+    size: int = 64 << 20,
+    options: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+) -> Result:
+    """Put one object of ``size`` bytes, then get it ``msgs`` times.
+
+    ``mb_per_sec`` and ``msgs_per_sec`` are the gets' (MiB/s, objects/s);
+    ``put_mb_per_sec`` is the put's.
+    """
+    _check_counts(msgs, size)
+    if size < 1:
+        raise InvalidArgumentError("--size must be at least 1 byte for obj")
+    (nc,) = await _connect_many(reactor, servers, 1, "txnats-bench-obj", options or {})
+    try:
+        js = nc.jetstream()
+        try:
+            await js.delete_object_store(BENCH_BUCKET)
+        except StreamNotFoundError:
+            pass
+        store = await js.create_object_store(BENCH_BUCKET, storage="memory")
+        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        got = [0]
+        if progress is not None:
+            progress.begin("Get", msgs, lambda: got[0])
+        try:
+            start = time.perf_counter()
+            await store.put("bench", data)
+            put_elapsed = time.perf_counter() - start
+            start = time.perf_counter()
+            for _ in range(msgs):
+                body = await store.get("bench")
+                if len(body) != size:
+                    raise InvalidArgumentError(f"object get returned {len(body)} bytes")
+                got[0] += 1
+            elapsed = time.perf_counter() - start
+        finally:
+            if progress is not None:
+                progress.end()
+        await js.delete_object_store(BENCH_BUCKET)
+    finally:
+        await nc.close()
+    result = _base("obj", reactor, msgs=msgs, size=size, pubs=1, subs=0)
+    _rates(result, msgs, msgs * size, elapsed)
+    result["put_mb_per_sec"] = round(size / max(put_elapsed, 1e-9) / (1 << 20), 2)
+    return result
