@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-WORKLOADS = ("pub", "pubsub", "req", "fanout")
+WORKLOADS = ("pub", "pubsub", "req", "fanout", "js-pub", "kv", "obj")
 MODES = ("cb", "iter", "next")
 STALL = 10.0
 
@@ -283,7 +283,123 @@ async def bench_req(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+BENCH_STREAM = "TXNATS_BENCH"
+BENCH_BUCKET = "txnats_bench"
+
+
+async def bench_js_pub(args: argparse.Namespace) -> dict[str, Any]:
+    from nats.js.api import StorageType
+    from nats.js.errors import NotFoundError
+
+    nc = await _connect(args, "natspy-bench-js")
+    try:
+        js = nc.jetstream(publish_async_max_pending=4000)
+        try:
+            await js.delete_stream(BENCH_STREAM)
+        except NotFoundError:
+            pass
+        await js.add_stream(name=BENCH_STREAM, subjects=[args.subject], storage=StorageType.MEMORY)
+        payload = b"x" * args.size
+        acked = [0]
+
+        def count(fut: Any) -> None:
+            if not fut.cancelled() and fut.exception() is None:
+                acked[0] += 1
+
+        async def work() -> None:
+            publish = js.publish_async
+            for _ in range(args.msgs):
+                fut = await publish(args.subject, payload)
+                fut.add_done_callback(count)
+            await js.publish_async_completed()
+
+        start = time.perf_counter()
+        await _watch(work(), lambda: acked[0], "publishing to JetStream")
+        elapsed = time.perf_counter() - start
+        await asyncio.sleep(0)  # let the last done-callbacks run
+        if acked[0] != args.msgs:
+            raise RuntimeError(f"only {acked[0]} of {args.msgs} publishes were acknowledged")
+        await js.delete_stream(BENCH_STREAM)
+    finally:
+        await nc.close()
+    result = _base(args, "js-pub", msgs=args.msgs, size=args.size, pubs=1, subs=0, window=4000)
+    return _rates(result, args.msgs, args.msgs * args.size, elapsed)
+
+
+async def bench_kv(args: argparse.Namespace) -> dict[str, Any]:
+    from nats.js.api import StorageType
+    from nats.js.errors import NotFoundError
+
+    nc = await _connect(args, "natspy-bench-kv")
+    try:
+        js = nc.jetstream()
+        try:
+            await js.delete_key_value(BENCH_BUCKET)
+        except NotFoundError:
+            pass
+        kv = await js.create_key_value(bucket=BENCH_BUCKET, storage=StorageType.MEMORY)
+        value = b"x" * args.size
+        names = [f"k{i}" for i in range(min(1000, args.msgs))]
+        n = len(names)
+        start = time.perf_counter()
+        for i in range(args.msgs):
+            await kv.put(names[i % n], value)
+        put_elapsed = time.perf_counter() - start
+        start = time.perf_counter()
+        for i in range(args.msgs):
+            entry = await kv.get(names[i % n])
+            if len(entry.value) != args.size:
+                raise RuntimeError(f"kv get returned {len(entry.value)} bytes")
+        get_elapsed = time.perf_counter() - start
+        await js.delete_key_value(BENCH_BUCKET)
+    finally:
+        await nc.close()
+    result = _base(args, "kv", msgs=args.msgs, size=args.size, pubs=1, subs=0, keys=n)
+    _rates(result, 2 * args.msgs, 2 * args.msgs * args.size, put_elapsed + get_elapsed)
+    result["put_ops_per_sec"] = round(args.msgs / max(put_elapsed, 1e-9), 1)
+    result["get_ops_per_sec"] = round(args.msgs / max(get_elapsed, 1e-9), 1)
+    return result
+
+
+async def bench_obj(args: argparse.Namespace) -> dict[str, Any]:
+    from nats.js.api import StorageType
+    from nats.js.errors import NotFoundError
+
+    nc = await _connect(args, "natspy-bench-obj")
+    try:
+        js = nc.jetstream()
+        try:
+            await js.delete_object_store(BENCH_BUCKET)
+        except NotFoundError:
+            pass
+        store = await js.create_object_store(BENCH_BUCKET, storage=StorageType.MEMORY)
+        size = args.size
+        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        start = time.perf_counter()
+        await store.put("bench", data)
+        put_elapsed = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(args.msgs):
+            res = await store.get("bench")
+            if len(res.data) != size:
+                raise RuntimeError(f"object get returned {len(res.data)} bytes")
+        elapsed = time.perf_counter() - start
+        await js.delete_object_store(BENCH_BUCKET)
+    finally:
+        await nc.close()
+    result = _base(args, "obj", msgs=args.msgs, size=size, pubs=1, subs=0)
+    _rates(result, args.msgs, args.msgs * size, elapsed)
+    result["put_mb_per_sec"] = round(size / max(put_elapsed, 1e-9) / (1 << 20), 2)
+    return result
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.workload == "js-pub":
+        return await bench_js_pub(args)
+    if args.workload == "kv":
+        return await bench_kv(args)
+    if args.workload == "obj":
+        return await bench_obj(args)
     if args.workload == "pub":
         return await bench_pub(args)
     if args.workload == "pubsub":
@@ -327,7 +443,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.mode == "handler":
         args.mode = "cb"
     if args.size is None:
-        args.size = 16 if args.workload == "fanout" else 128
+        args.size = {"fanout": 16, "obj": 64 << 20}.get(args.workload, 128)
+    if args.msgs is None and args.workload in ("kv", "obj"):
+        args.msgs = 10_000 if args.workload == "kv" else 3
     if args.subs is None:
         args.subs = 5 if args.workload == "fanout" else 1
     if args.msgs is None and args.workload != "req":

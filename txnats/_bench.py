@@ -74,6 +74,9 @@ WORKLOADS: Mapping[str, str] = {
     "pubsub": "publishers and subscribers on separate connections; received msgs/s",
     "req": "request/reply on two connections; req/s and latency percentiles",
     "fanout": "1 publisher, --subs subscriber connections (default 5); deliveries/s",
+    "js-pub": "JetStream publish_async to a memory stream, 4000 unacked at most; acked/s",
+    "kv": "key-value: --msgs sequential puts, then as many gets (default 10000); ops/s",
+    "obj": "object store: put one --size object (default 64 MiB), get it --msgs times (3)",
 }
 
 #: Seconds without progress after which a workload gives up (lost messages, say).
@@ -638,6 +641,24 @@ async def run_workload(
         return await bench_req(
             reactor, servers, msgs=msgs, duration=duration, size=128 if size is None else size,
             inflight=inflight, **common,
+        )
+    if workload in ("js-pub", "kv", "obj"):
+        from txnats._bench_js import bench_js_pub, bench_kv, bench_obj
+
+        js_common: dict[str, Any] = {"options": options, "progress": progress}
+        if workload == "js-pub":
+            return await bench_js_pub(
+                reactor, servers, msgs=n, size=128 if size is None else size,
+                subject=subject, **js_common,
+            )
+        if workload == "kv":
+            return await bench_kv(
+                reactor, servers, msgs=10_000 if msgs is None else msgs,
+                size=128 if size is None else size, **js_common,
+            )
+        return await bench_obj(
+            reactor, servers, msgs=3 if msgs is None else msgs,
+            size=64 << 20 if size is None else size, **js_common,
         )
     raise InvalidArgumentError(
         f"unknown workload {workload!r}; expected one of {', '.join(WORKLOADS)}"

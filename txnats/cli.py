@@ -624,6 +624,24 @@ def _human(result: Result) -> str:
             f"  latency: p50 {lat['p50']:,.0f} µs, p90 {lat['p90']:,.0f} µs, "
             f"p99 {lat['p99']:,.0f} µs, max {lat['max']:,.0f} µs"
         )
+    if w == "js-pub":
+        return (
+            f"JetStream publish_async stats: {rate} msgs/sec ~ {mb}\n"
+            f"  {result['msgs']:,} msgs of {result['size']} B acknowledged in {took}, "
+            f"at most {result['window']} unacknowledged"
+        )
+    if w == "kv":
+        return (
+            f"KV stats: put {result['put_ops_per_sec']:,.0f} ops/sec, "
+            f"get {result['get_ops_per_sec']:,.0f} ops/sec\n"
+            f"  {result['msgs']:,} puts then {result['msgs']:,} gets of {result['size']} B "
+            f"over {result['keys']:,} keys in {took}"
+        )
+    if w == "obj":
+        return (
+            f"Object store stats: get {mb}, put {result['put_mb_per_sec']:,.2f} MB/sec\n"
+            f"  {result['msgs']:,} gets of one {result['size']:,} B object in {took}"
+        )
     subs = result["subs"]
     lines = [
         f"Sub stats: {rate} msgs/sec ~ {mb} (received, all subscribers)",
@@ -786,7 +804,7 @@ def _start_server(args: argparse.Namespace) -> Any:
 def _start_bench_server() -> Any:
     from txnats.testing import NatsServer
 
-    return NatsServer().start()
+    return NatsServer(jetstream=True).start()
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
