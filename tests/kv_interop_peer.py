@@ -1,0 +1,87 @@
+"""The nats-py side of the key-value interoperability tests (tests/test_kv.py).
+
+Run as a separate process so that nats-py's asyncio loop and the Twisted reactor never
+share a process::
+
+    python tests/kv_interop_peer.py exchange URL BUCKET   # read what txnats wrote, write back
+    python tests/kv_interop_peer.py create   URL BUCKET   # create a bucket, put one key
+
+``exchange`` binds to BUCKET (made by txnats), prints the entry of ``from.txnats``,
+what ``get`` of the deleted key ``gone`` raises, ``keys()`` and the history of
+``from.txnats``; then puts :data:`NATSPY_VALUE` at ``from.natspy`` and deletes
+``natspy.deleted`` (put first), printing their revisions. ``create`` makes BUCKET with
+``history=3, ttl=30`` and puts ``b"made by nats-py"`` at ``k``. Each step prints one JSON
+object per line; values are base64. The run is bounded by PEER_TIMEOUT seconds (exit
+status 3 if exceeded).
+
+Not a test module; nats-py is only imported inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+
+PEER_TIMEOUT = 30.0
+
+#: What ``exchange`` puts at ``from.natspy``: binary, with bytes a text protocol might trip on.
+NATSPY_VALUE = bytes(range(256)) + b"\r\nPUB x 1\r\n\x00nats-py"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def emit(obj: object) -> None:
+    print(json.dumps(obj, sort_keys=True), flush=True)
+
+
+async def run(mode: str, url: str, bucket: str) -> int:
+    import nats
+
+    nc = await nats.connect(url, name=f"kv-interop-peer-{mode}", allow_reconnect=False)
+    try:
+        js = nc.jetstream()
+        if mode == "exchange":
+            kv = await js.key_value(bucket)
+            e = await kv.get("from.txnats")
+            emit({"get": {"key": e.key, "value": b64(e.value or b""), "revision": e.revision}})
+            try:
+                await kv.get("gone")
+            except Exception as err:  # the class name is what is compared
+                emit({"gone": type(err).__name__})
+            else:
+                emit({"gone": None})
+            emit({"keys": sorted(await kv.keys())})
+            hist = await kv.history("from.txnats")
+            emit({"history": [[h.revision, b64(h.value or b""), h.operation] for h in hist]})
+            emit({"put": await kv.put("from.natspy", NATSPY_VALUE)})
+            await kv.put("natspy.deleted", b"short-lived")
+            await kv.delete("natspy.deleted")
+            emit({"deleted": True})
+        elif mode == "create":
+            kv = await js.create_key_value(bucket=bucket, history=3, ttl=30)
+            emit({"put": await kv.put("k", b"made by nats-py")})
+        else:
+            print(f"unknown mode {mode!r}", file=sys.stderr)
+            return 2
+    finally:
+        await nc.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(asyncio.wait_for(run(*argv), PEER_TIMEOUT))
+    except TimeoutError:
+        print(f"kv interop peer timed out after {PEER_TIMEOUT}s", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,832 @@
+"""The JetStream key-value store (ADR-8).
+
+A bucket ``B`` is the stream ``KV_B`` taking the subjects ``$KV.B.>``; the key ``k`` is
+the subject ``$KV.B.k`` and its revisions are the stream sequences of the messages on
+it. The stream keeps ``history`` messages per subject. A delete is a message with the
+header ``KV-Operation: DEL`` (history stays); a purge is ``KV-Operation: PURGE`` with
+``Nats-Rollup: sub``, which makes the server drop every earlier message of the key.
+
+Reads of one key use the Direct Get API when the stream allows it (every bucket created
+here does); ``keys``, ``history`` and ``watch`` read through an ordered consumer.
+
+Only the default subject prefix ``$KV.<bucket>`` is supported: binding through a
+JetStream domain or an imported API prefix (ADR-19), mirrored and sourced buckets
+(ADR-8 topologies) and per-key TTLs (ADR-48) are not implemented.
+
+::
+
+    kv = await js.create_key_value("config", history=5, ttl=3600)
+    rev = await kv.put("db.host", b"10.0.0.7")
+    entry = await kv.get("db.host")             # Entry(..., value=b"10.0.0.7", revision=rev)
+    async with await kv.watch("db.>") as w:
+        async for entry in w:                    # Entry, ..., None (initial values done), ...
+            ...
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, overload
+
+from twisted.internet.defer import Deferred, fail
+from twisted.python.failure import Failure
+
+from txnats.errors import (
+    APIError,
+    BucketNotFoundError,
+    InvalidArgumentError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValueError,
+    MsgNotFoundError,
+    NatsError,
+    StreamNotFoundError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
+from txnats.jetstream.context import RawStreamMsg
+from txnats.jetstream.ordered import OrderedConsumer
+from txnats.protocol.headers import Headers
+
+if TYPE_CHECKING:
+    from txnats.jetstream.context import JetStreamContext, PubAck
+    from txnats.jetstream.msg import JsMsg
+
+__all__ = [
+    "DEL",
+    "MAX_HISTORY",
+    "PURGE",
+    "PUT",
+    "Entry",
+    "KeyValue",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "bucket_stream_config",
+    "check_bucket",
+    "check_key",
+    "check_key_pattern",
+]
+
+#: The operations an :class:`Entry` stands for.
+PUT: Final = "PUT"
+DEL: Final = "DEL"
+PURGE: Final = "PURGE"
+
+#: The most values a bucket may keep per key.
+MAX_HISTORY: Final = 64
+
+_OP_HEADER = "KV-Operation"
+_ROLLUP_HEADER = "Nats-Rollup"
+#: nats-server 2.11+ writes markers of its own (subject delete markers) with this header.
+_MARKER_REASON = "Nats-Marker-Reason"
+#: A duplicate window never longer than this (seconds), as nats.go sets it.
+_MAX_DUPLICATE_WINDOW = 120.0
+#: The default age of the delete markers ``purge_deletes`` removes (seconds).
+_PURGE_DELETES_OLDER_THAN = 30 * 60.0
+#: err_codes of "wrong last sequence" (10071, and 10164 the constant form).
+_WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
+
+_BUCKET_RE = re.compile(r"[a-zA-Z0-9_-]+")
+_KEY_RE = re.compile(r"[-/_=.a-zA-Z0-9]+")
+_KEY_TOKEN_RE = re.compile(r"[-/_=a-zA-Z0-9]+")
+
+
+# ---------------------------------------------------------------------- validation
+def check_bucket(bucket: object) -> str:
+    """Return ``bucket`` if it is a valid bucket name (``[a-zA-Z0-9_-]+``), else raise
+    :class:`InvalidArgumentError`."""
+    if not isinstance(bucket, str) or not _BUCKET_RE.fullmatch(bucket):
+        raise InvalidArgumentError(f"invalid bucket name {bucket!r}: use [a-zA-Z0-9_-]+")
+    return bucket
+
+
+def check_key(key: object) -> str:
+    """Return ``key`` if it is a valid key, else raise :class:`InvalidArgumentError`.
+
+    A key is ``[-/_=.a-zA-Z0-9]+`` with no empty token: no leading, trailing or
+    doubled ``.`` (ADR-8).
+    """
+    if (
+        not isinstance(key, str) or not _KEY_RE.fullmatch(key)
+        or key[0] == "." or key[-1] == "." or ".." in key
+    ):
+        raise InvalidArgumentError(
+            f"invalid key {key!r}: use [-/_=.a-zA-Z0-9]+ without empty '.'-separated tokens"
+        )
+    return key
+
+
+def check_key_pattern(pattern: object) -> str:
+    """Return ``pattern`` if it is a valid key or key wildcard (``*`` for one token,
+    ``>`` as the last token for the rest), else raise :class:`InvalidArgumentError`."""
+    if isinstance(pattern, str) and pattern:
+        tokens = pattern.split(".")
+        last = len(tokens) - 1
+        if all(
+            t == "*" or (t == ">" and i == last) or _KEY_TOKEN_RE.fullmatch(t)
+            for i, t in enumerate(tokens)
+        ):
+            return pattern
+    raise InvalidArgumentError(
+        f"invalid key pattern {pattern!r}: '.'-separated tokens of [-/_=a-zA-Z0-9], "
+        "'*', or a final '>'"
+    )
+
+
+def _patterns(key_pattern: str | Sequence[str]) -> list[str]:
+    pats = list(key_pattern) if isinstance(key_pattern, list | tuple) else [key_pattern]
+    if not pats:
+        raise InvalidArgumentError("give at least one key pattern")
+    return [check_key_pattern(p) for p in pats]
+
+
+def bucket_stream_config(
+    bucket: str,
+    *,
+    history: int = 1,
+    ttl: float | None = None,
+    max_value_size: int | None = None,
+    max_bytes: int | None = None,
+    storage: str = "file",
+    replicas: int = 1,
+    description: str | None = None,
+    compression: bool = False,
+    placement: dict[str, Any] | None = None,
+    republish: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The stream configuration of the bucket ``bucket`` (ADR-8); no I/O.
+
+    ``ttl`` (seconds) is the stream's ``max_age`` and caps its duplicate window (two
+    minutes otherwise); ``max_value_size`` is its ``max_msg_size``. Raises
+    :class:`InvalidArgumentError` on a bad name or value.
+    """
+    check_bucket(bucket)
+    if not isinstance(history, int) or not 1 <= history <= MAX_HISTORY:
+        raise InvalidArgumentError(f"history must be 1..{MAX_HISTORY}, not {history!r}")
+    if ttl is not None and ttl < 0:
+        raise InvalidArgumentError("ttl must not be negative")
+    if storage not in ("file", "memory"):
+        raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
+    if replicas < 1:
+        raise InvalidArgumentError("replicas must be at least 1")
+    window = _MAX_DUPLICATE_WINDOW
+    if ttl and ttl < window:
+        window = ttl
+    cfg: dict[str, Any] = {
+        "name": f"KV_{bucket}",
+        "subjects": [f"$KV.{bucket}.>"],
+        "retention": "limits",
+        "max_msgs_per_subject": history,
+        "max_msgs": -1,
+        "max_bytes": -1 if max_bytes is None else int(max_bytes),
+        "max_age": int((ttl or 0) * 1e9),
+        "max_msg_size": -1 if max_value_size is None else int(max_value_size),
+        "max_consumers": -1,
+        "storage": storage,
+        "discard": "new",
+        "num_replicas": replicas,
+        "duplicate_window": int(window * 1e9),
+        "allow_rollup_hdrs": True,
+        "deny_delete": True,
+        "allow_direct": True,
+    }
+    if description:
+        cfg["description"] = description
+    if compression:
+        cfg["compression"] = "s2"
+    if placement is not None:
+        cfg["placement"] = placement
+    if republish is not None:
+        cfg["republish"] = republish
+    return cfg
+
+
+# ---------------------------------------------------------------------- values
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One value (or delete/purge marker) of a key."""
+
+    bucket: str
+    key: str
+    #: Empty for a marker, and for entries of a ``meta_only`` watch.
+    value: bytes
+    #: The stream sequence of this value; unique in the bucket, increasing.
+    revision: int
+    #: When the stream stored it (UTC), or ``None`` if the server did not say.
+    created: datetime | None
+    #: How many newer messages follow it (in a watch or history: 0 for the latest).
+    delta: int = 0
+    #: ``"PUT"``, ``"DEL"`` or ``"PURGE"``.
+    operation: str = PUT
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValueStatus:
+    """A bucket's configuration and size, from its stream's info."""
+
+    bucket: str
+    #: Messages stored: every kept value of every key, markers included.
+    values: int
+    #: Values kept per key.
+    history: int
+    #: Seconds a value is kept (0: for ever).
+    ttl: float
+    #: Bytes stored.
+    bytes: int
+    is_compressed: bool
+    backing_store: str = "JetStream"
+    stream_info: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+def _operation(headers: Headers | None) -> str:
+    if not headers:
+        return PUT
+    op = headers.get(_OP_HEADER)
+    if op == DEL or op == PURGE:
+        return op
+    reason = headers.get(_MARKER_REASON)
+    if reason is not None:  # a marker the server wrote: "Remove" a delete, others a purge
+        return DEL if reason == "Remove" else PURGE
+    return PUT
+
+
+def _parse_time(stamp: str) -> datetime | None:
+    """An RFC 3339 time as the server writes it (nanoseconds are cut to microseconds)."""
+    if not stamp:
+        return None
+    try:
+        head, sep, frac = stamp.partition(".")
+        if sep:
+            digits = len(frac) - len(frac.lstrip("0123456789"))
+            stamp = f"{head}.{frac[:min(digits, 6)]}{frac[digits:]}"
+        t = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _time_from_ns(ns: int) -> datetime:
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=rest // 1000)
+
+
+def _key_exists(key: str) -> Callable[[Failure], Failure]:
+    """An errback turning "wrong last sequence" into :class:`KeyExistsError`."""
+
+    def errback(f: Failure) -> Failure:
+        e = f.value
+        if isinstance(e, APIError) and e.err_code in _WRONG_LAST_SEQUENCE:
+            err = KeyExistsError(f"key {key!r}: {e.description}")
+            err.__cause__ = e
+            return Failure(err)
+        return f
+
+    return errback
+
+
+def _seq(ack: PubAck) -> int:
+    return ack.seq
+
+
+# ---------------------------------------------------------------------- the bucket
+class _CreateBucketOrKey:
+    """``create`` on :class:`KeyValue`: two methods under one name.
+
+    ADR-8 names the key operation ``create(key, value)``, and the JetStream context
+    creates buckets with ``KeyValue.create(js, bucket, **config)``. Looked up on the
+    class this gives :meth:`KeyValue.create_bucket`; on an instance, the key's create.
+    """
+
+    @overload
+    def __get__(
+        self, obj: None, owner: type[KeyValue]
+    ) -> Callable[..., Deferred[KeyValue]]: ...
+
+    @overload
+    def __get__(
+        self, obj: KeyValue, owner: type[KeyValue] | None = None
+    ) -> Callable[[str, bytes], Deferred[int]]: ...
+
+    def __get__(
+        self, obj: KeyValue | None, owner: type[KeyValue] | None = None
+    ) -> Callable[..., Deferred[Any]]:
+        if obj is not None:
+            return obj._create_key
+        return (owner or KeyValue).create_bucket
+
+
+class KeyValue:
+    """A handle on the bucket ``bucket``: ``js.key_value(bucket)`` or
+    ``js.create_key_value(bucket, ...)``.
+
+    Every operation returns a Deferred. Keys are checked before any I/O (a bad one
+    fails the Deferred with :class:`InvalidArgumentError` at once).
+    """
+
+    def __init__(self, js: JetStreamContext, bucket: str, stream_info: dict[str, Any]) -> None:
+        self.js = js
+        self.bucket = check_bucket(bucket)
+        self.stream = f"KV_{bucket}"
+        self._prefix = f"$KV.{bucket}."
+        config = stream_info.get("config") or {}
+        self._direct = bool(config.get("allow_direct", False))
+
+    def __repr__(self) -> str:
+        return f"<KeyValue bucket={self.bucket!r}>"
+
+    # ------------------------------------------------------------------ binding
+    @classmethod
+    def bind(cls, js: JetStreamContext, bucket: str) -> Deferred[KeyValue]:
+        """Bind to the existing bucket; :class:`BucketNotFoundError` if there is none,
+        :class:`KeyValueError` if its stream is not a key-value bucket."""
+        try:
+            check_bucket(bucket)
+        except NatsError as e:
+            return fail(e)
+
+        def bound(info: dict[str, Any]) -> KeyValue:
+            if int((info.get("config") or {}).get("max_msgs_per_subject") or 0) < 1:
+                raise KeyValueError(f"stream KV_{bucket} is not a key-value bucket")
+            return cls(js, bucket, info)
+
+        return js.stream_info(f"KV_{bucket}").addCallbacks(bound, _bucket_not_found(bucket))
+
+    @classmethod
+    def create_bucket(
+        cls,
+        js: JetStreamContext,
+        bucket: str,
+        *,
+        history: int = 1,
+        ttl: float | None = None,
+        max_value_size: int | None = None,
+        max_bytes: int | None = None,
+        storage: str = "file",
+        replicas: int = 1,
+        description: str | None = None,
+        compression: bool = False,
+        placement: dict[str, Any] | None = None,
+        republish: dict[str, Any] | None = None,
+    ) -> Deferred[KeyValue]:
+        """Create the bucket (see :func:`bucket_stream_config`) and bind to it.
+
+        Creating a bucket that exists with the same configuration binds to it; one
+        that exists with another fails with :class:`StreamNameInUseError`.
+        """
+        try:
+            cfg = bucket_stream_config(
+                bucket, history=history, ttl=ttl, max_value_size=max_value_size,
+                max_bytes=max_bytes, storage=storage, replicas=replicas,
+                description=description, compression=compression, placement=placement,
+                republish=republish,
+            )
+        except NatsError as e:
+            return fail(e)
+        return js.add_stream(cfg).addCallback(lambda info: cls(js, bucket, info))
+
+    def destroy(self) -> Deferred[bool]:
+        """Delete the bucket and everything in it; this handle is then of no use."""
+        return self.js.delete_key_value(self.bucket)
+
+    def status(self) -> Deferred[KeyValueStatus]:
+        """The bucket's size and configuration."""
+
+        def to_status(info: dict[str, Any]) -> KeyValueStatus:
+            cfg = info.get("config") or {}
+            state = info.get("state") or {}
+            return KeyValueStatus(
+                bucket=self.bucket,
+                values=int(state.get("messages") or 0),
+                history=int(cfg.get("max_msgs_per_subject") or 0),
+                ttl=int(cfg.get("max_age") or 0) / 1e9,
+                bytes=int(state.get("bytes") or 0),
+                is_compressed=cfg.get("compression", "none") not in ("", "none"),
+                stream_info=info,
+            )
+
+        return self.js.stream_info(self.stream).addCallbacks(
+            to_status, _bucket_not_found(self.bucket)
+        )
+
+    # ------------------------------------------------------------------ reads
+    def get(self, key: str, revision: int | None = None) -> Deferred[Entry]:
+        """The latest entry of ``key``, or the one at ``revision``.
+
+        Fails with :class:`KeyNotFoundError` if the key never had a value (or that
+        revision is gone or belongs to another key), and with its subclass
+        :class:`KeyDeletedError` (``revision`` the marker's) if the entry is a delete
+        or purge marker.
+        """
+        try:
+            check_key(key)
+        except NatsError as e:
+            return fail(e)
+        subject = self._prefix + key
+        if revision is None:
+            d = self.js.get_msg(self.stream, last_by_subject=subject, direct=self._direct)
+        else:
+            d = self.js.get_msg(self.stream, revision, direct=self._direct)
+
+        def to_entry(m: RawStreamMsg) -> Entry:
+            if m.subject != subject:
+                raise KeyNotFoundError(f"revision {revision} is not of key {key!r}")
+            op = _operation(m.headers)
+            if op != PUT:
+                raise KeyDeletedError(f"key {key!r} was deleted ({op})", m.seq)
+            return Entry(self.bucket, key, m.data, m.seq, _parse_time(m.time))
+
+        def not_found(f: Failure) -> Failure:
+            if f.check(MsgNotFoundError):
+                where = "" if revision is None else f" at revision {revision}"
+                return Failure(KeyNotFoundError(f"key {key!r} not found{where}"))
+            return f
+
+        return d.addCallbacks(to_entry, not_found)
+
+    def keys(self, key_pattern: str | Sequence[str] = ">") -> Deferred[list[str]]:
+        """Every key (matching ``key_pattern``, one or several) whose latest entry is a
+        value, not a marker; ``[]`` if there is none."""
+        try:
+            pats = _patterns(key_pattern)
+        except NatsError as e:
+            return fail(e)
+
+        async def collect() -> list[str]:
+            found: dict[str, None] = {}
+            w = await self._watch(pats, False, True, True, False)
+            try:
+                async for e in w:
+                    if e is None:
+                        break
+                    found[e.key] = None
+            finally:
+                w.stop()
+            return list(found)
+
+        return Deferred.fromCoroutine(collect())
+
+    def history(self, key: str) -> Deferred[list[Entry]]:
+        """Every kept entry of ``key`` (or of the keys matching a pattern), oldest first,
+        markers included; :class:`KeyNotFoundError` if there is none."""
+        try:
+            pats = _patterns(key)
+        except NatsError as e:
+            return fail(e)
+
+        async def collect() -> list[Entry]:
+            entries: list[Entry] = []
+            w = await self._watch(pats, True, False, False, False)
+            try:
+                async for e in w:
+                    if e is None:
+                        break
+                    entries.append(e)
+            finally:
+                w.stop()
+            if not entries:
+                raise KeyNotFoundError(f"key {key!r} has no history")
+            return entries
+
+        return Deferred.fromCoroutine(collect())
+
+    def watch(
+        self,
+        key_pattern: str | Sequence[str] = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+    ) -> Deferred[KeyWatcher]:
+        """Watch the keys matching ``key_pattern`` (one pattern or several).
+
+        Fires with a :class:`KeyWatcher` once the server is delivering: ``async for``
+        it (or ``next_update()``) to get the latest entry of every matching key (every
+        kept one with ``include_history``), then ``None`` once, then each change as it
+        happens. ``ignore_deletes`` leaves markers out, ``meta_only`` leaves values
+        out, ``updates_only`` starts with ``None`` and gives changes only.
+        """
+        try:
+            pats = _patterns(key_pattern)
+        except NatsError as e:
+            return fail(e)
+        return self._watch(pats, include_history, ignore_deletes, meta_only, updates_only)
+
+    def _watch(
+        self, patterns: list[str], include_history: bool, ignore_deletes: bool,
+        meta_only: bool, updates_only: bool,
+    ) -> Deferred[KeyWatcher]:
+        w = KeyWatcher(
+            self, [self._prefix + p for p in patterns], include_history=include_history,
+            ignore_deletes=ignore_deletes, meta_only=meta_only, updates_only=updates_only,
+        )
+        return w._start()
+
+    # ------------------------------------------------------------------ writes
+    def put(self, key: str, value: bytes) -> Deferred[int]:
+        """Store ``value`` as the latest of ``key``; fires with its revision."""
+        try:
+            check_key(key)
+        except NatsError as e:
+            return fail(e)
+        return self.js.publish(self._prefix + key, value).addCallback(_seq)
+
+    def update(self, key: str, value: bytes, last: int) -> Deferred[int]:
+        """Store ``value`` only if ``key``'s latest revision is ``last`` (0: the key has
+        no message at all); fires with the new revision.
+
+        Otherwise fails with :class:`KeyExistsError`, its ``__cause__`` the server's
+        :class:`WrongLastSequenceError` (nats.go's ``ErrKeyExists`` is that API error).
+        """
+        try:
+            check_key(key)
+        except NatsError as e:
+            return fail(e)
+        return self.js.publish(
+            self._prefix + key, value, expected_last_subject_seq=last
+        ).addCallbacks(_seq, _key_exists(key))
+
+    def _create_key(self, key: str, value: bytes) -> Deferred[int]:
+        """``kv.create(key, value)``: store ``value`` only if ``key`` has no value
+        (never set, or its latest entry is a delete or purge marker). Fires with the
+        revision; fails with :class:`KeyExistsError` if the key has a value.
+        """
+        try:
+            check_key(key)
+        except NatsError as e:
+            return fail(e)
+
+        async def attempt() -> int:
+            try:
+                return await self.update(key, value, 0)
+            except KeyExistsError:
+                # The key has messages: if the latest is a marker, replace it.
+                try:
+                    await self.get(key)
+                except KeyDeletedError as deleted:
+                    return await self.update(key, value, deleted.revision)
+                except KeyNotFoundError:
+                    pass
+                raise
+
+        return Deferred.fromCoroutine(attempt())
+
+    #: ``kv.create(key, value)`` creates a key (see :meth:`_create_key`);
+    #: ``KeyValue.create(js, bucket, **config)`` creates a bucket (:meth:`create_bucket`).
+    create = _CreateBucketOrKey()
+
+    def delete(self, key: str, last: int | None = None) -> Deferred[int]:
+        """Mark ``key`` deleted, keeping its history; fires with the marker's revision.
+
+        With ``last``, only if the key's latest revision is ``last``
+        (:class:`KeyExistsError` otherwise).
+        """
+        return self._marker(key, DEL, last)
+
+    def purge(self, key: str, last: int | None = None) -> Deferred[int]:
+        """Mark ``key`` purged and drop all its history; fires with the marker's
+        revision. ``last`` as for :meth:`delete`."""
+        return self._marker(key, PURGE, last)
+
+    def _marker(self, key: str, op: str, last: int | None) -> Deferred[int]:
+        try:
+            check_key(key)
+        except NatsError as e:
+            return fail(e)
+        headers = {_OP_HEADER: op}
+        if op == PURGE:
+            headers[_ROLLUP_HEADER] = "sub"
+        return self.js.publish(
+            self._prefix + key, b"", headers=headers, expected_last_subject_seq=last
+        ).addCallbacks(_seq, _key_exists(key))
+
+    def purge_deletes(self, older_than: float = _PURGE_DELETES_OLDER_THAN) -> Deferred[int]:
+        """Remove the delete and purge markers of deleted keys, and what history they
+        kept. A marker younger than ``older_than`` seconds is kept (its older history
+        goes); ``older_than <= 0`` removes every marker. Fires with the number of keys
+        cleaned.
+        """
+
+        async def run() -> int:
+            markers: list[Entry] = []
+            w = await self._watch([">"], False, False, True, False)
+            try:
+                async for e in w:
+                    if e is None:
+                        break
+                    if e.operation != PUT:
+                        markers.append(e)
+            finally:
+                w.stop()
+            limit = time.time() - older_than
+            for e in markers:
+                recent = older_than > 0 and (
+                    e.created is None or e.created.timestamp() > limit
+                )
+                await self.js.purge_stream(
+                    self.stream, subject=self._prefix + e.key, keep=1 if recent else None
+                )
+            return len(markers)
+
+        return Deferred.fromCoroutine(run())
+
+
+def _bucket_not_found(bucket: str) -> Callable[[Failure], Failure]:
+    def errback(f: Failure) -> Failure:
+        if f.check(StreamNotFoundError):
+            err = BucketNotFoundError(f"no key-value bucket {bucket!r}")
+            err.__cause__ = f.value
+            return Failure(err)
+        return f
+
+    return errback
+
+
+# ---------------------------------------------------------------------- watching
+class _End:
+    """What a waiting reader gets when the watcher stops."""
+
+
+_END: Final = _End()
+
+
+class KeyWatcher:
+    """Entries of the watched keys as they change; from :meth:`KeyValue.watch`.
+
+    ``async for entry in watcher`` gives :class:`Entry` objects, and ``None`` once
+    when the initial entries have all been given (at once if there were none). It
+    ends when :meth:`stop` is called; if the ordered consumer underneath gives up
+    (the bucket was deleted, the connection closed for good) it raises that error.
+    ``async with`` stops it on leaving. Entries wait in an unbounded queue until read.
+    """
+
+    def __init__(
+        self,
+        kv: KeyValue,
+        subjects: list[str],
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+    ) -> None:
+        self.kv = kv
+        self._ignore_deletes = ignore_deletes
+        self._updates_only = updates_only
+        self._queue: deque[Entry | None] = deque()
+        self._waiters: deque[Deferred[Entry | _End | None]] = deque()
+        self._error: NatsError | None = None
+        self._stopped = False
+        self._init_done = False
+        self._init_pending: int | None = None
+        self._received = 0
+        policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
+        self._consumer = OrderedConsumer(
+            kv.js, kv.stream, self._on_msg, filter_subjects=subjects,
+            deliver_policy=policy, headers_only=meta_only, on_error=self._on_error,
+        )
+
+    def _start(self) -> Deferred[KeyWatcher]:
+        def started(info: dict[str, Any]) -> KeyWatcher:
+            if self._updates_only:
+                self._initial_done()
+            elif not self._init_done and int(info.get("num_pending") or 0) == 0:
+                # Nothing to deliver, unless deliveries raced ahead of this answer
+                # (then the last of them has pending 0 and ends the initial values).
+                sent = int((info.get("delivered") or {}).get("consumer_seq") or 0)
+                if self._received >= sent:
+                    self._initial_done()
+            return self
+
+        def failed(f: Failure) -> Failure:
+            self.stop()
+            return _bucket_not_found(self.kv.bucket)(f)
+
+        return self._consumer.start().addCallbacks(started, failed)
+
+    # ------------------------------------------------------------------ delivery
+    def _on_msg(self, msg: JsMsg) -> None:
+        if self._stopped:
+            return
+        prefix = self.kv._prefix
+        subject = msg.subject
+        if not subject.startswith(prefix):
+            return
+        meta = msg.metadata
+        self._received += 1
+        op = _operation(msg.headers)
+        if op == PUT or not self._ignore_deletes:
+            self._push(Entry(
+                self.kv.bucket, subject[len(prefix):], msg.data, meta.sequence.stream,
+                _time_from_ns(meta.timestamp_ns), meta.num_pending, op,
+            ))
+        if not self._init_done:
+            if self._init_pending is None:
+                self._init_pending = meta.num_pending
+            if meta.num_pending == 0 or self._received > self._init_pending:
+                self._initial_done()
+
+    def _initial_done(self) -> None:
+        if not self._init_done:
+            self._init_done = True
+            self._push(None)
+
+    def _push(self, item: Entry | None) -> None:
+        if self._waiters:
+            self._waiters.popleft().callback(item)
+        else:
+            self._queue.append(item)
+
+    def _on_error(self, e: NatsError) -> None:
+        if self._stopped:
+            return
+        if isinstance(e, StreamNotFoundError):
+            err: NatsError = BucketNotFoundError(f"key-value bucket {self.kv.bucket!r} is gone")
+            err.__cause__ = e
+            e = err
+        self._error = e
+        self._stopped = True
+        waiters, self._waiters = self._waiters, deque()
+        for w in waiters:
+            w.errback(Failure(e))
+
+    # ------------------------------------------------------------------ reading
+    def stop(self) -> None:
+        """Stop watching (the consumer is deleted); entries not yet read are dropped
+        and ``async for`` ends. Stopping twice is harmless."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._consumer.stop()
+        self._queue.clear()
+        waiters, self._waiters = self._waiters, deque()
+        for w in waiters:
+            w.callback(_END)
+
+    @property
+    def stopped(self) -> bool:
+        """True once stopped, by :meth:`stop` or by an error."""
+        return self._stopped
+
+    def _next(self) -> Deferred[Entry | _End | None]:
+        if self._queue:
+            d: Deferred[Entry | _End | None] = Deferred()
+            d.callback(self._queue.popleft())
+            return d
+        if self._error is not None:
+            return fail(self._error)
+        if self._stopped:
+            d = Deferred()
+            d.callback(_END)
+            return d
+        d = Deferred(self._waiters.remove)
+        self._waiters.append(d)
+        return d
+
+    def next_update(self, timeout: float | None = None) -> Deferred[Entry | None]:
+        """The next entry (or the ``None`` marker). Fails with :class:`TimeoutError`
+        after ``timeout`` seconds, with :class:`SubscriptionClosedError` once stopped.
+        Cancelling it withdraws the read; no entry is lost."""
+        d = self._next()
+
+        def ended(item: Entry | _End | None) -> Entry | None:
+            if isinstance(item, _End):
+                raise SubscriptionClosedError("the key watcher was stopped")
+            return item
+
+        out = d.addCallback(ended)
+        if timeout is not None and not out.called:
+
+            def timed_out(result: object, t: float) -> Failure:
+                return Failure(TimeoutError(f"no key-value update within {t}s"))
+
+            out.addTimeout(timeout, self.kv.js.client.clock, onTimeoutCancel=timed_out)
+        return out
+
+    def __aiter__(self) -> KeyWatcher:
+        return self
+
+    async def __anext__(self) -> Entry | None:
+        if self._queue:
+            return self._queue.popleft()
+        item = await self._next()
+        if isinstance(item, _End):
+            raise StopAsyncIteration
+        return item
+
+    async def __aenter__(self) -> KeyWatcher:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
