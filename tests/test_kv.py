@@ -72,7 +72,7 @@ class ValidationTests(SynchronousTestCase):
         for name in BAD_BUCKETS:
             for d in (
                 KeyValue.bind(self.js, name),  # type: ignore[arg-type]
-                KeyValue.create(self.js, name),
+                KeyValue.create_bucket(self.js, name),  # type: ignore[arg-type]
                 js.key_value(name),  # type: ignore[arg-type]
                 js.create_key_value(name),  # type: ignore[arg-type]
             ):
@@ -85,7 +85,10 @@ class ValidationTests(SynchronousTestCase):
             {"history": 0}, {"history": 65}, {"ttl": -1}, {"storage": "disk"},
             {"replicas": 0},
         ):
-            self.failureResultOf(KeyValue.create(self.js, "b", **config), InvalidArgumentError)
+            self.failureResultOf(
+                KeyValue.create_bucket(self.js, "b", **config),  # type: ignore[arg-type]
+                InvalidArgumentError,
+            )
 
     def test_bad_keys_fail_before_io(self) -> None:
         """Keys outside ADR-8's grammar (no wildcards, no empty tokens) fail at once."""
@@ -103,12 +106,6 @@ class ValidationTests(SynchronousTestCase):
         self.failureResultOf(kv.keys(["a.*", "b..c"]), InvalidArgumentError)
         for pattern in (">", "*", "a.*.c", "a.>", "*.b.>", "a-b/c=d_e.f"):
             self.assertEqual(check_key_pattern(pattern), pattern)
-
-    def test_create_is_bucket_on_class_key_on_instance(self) -> None:
-        """``KeyValue.create(js, bucket)`` (what js.create_key_value calls) makes a
-        bucket; ``kv.create(key, value)`` makes a key."""
-        self.assertEqual(KeyValue.create, KeyValue.create_bucket)
-        self.assertEqual(self.kv.create, self.kv._create_key)
 
     def test_ttl_config_mapping(self) -> None:
         """ttl -> max_age in ns and a duplicate window of min(ttl, 2 min); the fixed

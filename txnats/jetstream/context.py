@@ -527,7 +527,7 @@ class JetStreamContext:
         """Create a key-value bucket (``history``, ``ttl``, ``max_bytes``, ... ) and bind."""
         from txnats.jetstream.kv import KeyValue
 
-        return KeyValue.create(self, bucket, **config)
+        return KeyValue.create_bucket(self, bucket, **config)
 
     def delete_key_value(self, bucket: str) -> Deferred[bool]:
         """Delete a key-value bucket and every key in it."""

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, overload
+from typing import TYPE_CHECKING, Any, Final
 
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
@@ -296,32 +296,6 @@ def _seq(ack: PubAck) -> int:
 
 
 # ---------------------------------------------------------------------- the bucket
-class _CreateBucketOrKey:
-    """``create`` on :class:`KeyValue`: two methods under one name.
-
-    ADR-8 names the key operation ``create(key, value)``, and the JetStream context
-    creates buckets with ``KeyValue.create(js, bucket, **config)``. Looked up on the
-    class this gives :meth:`KeyValue.create_bucket`; on an instance, the key's create.
-    """
-
-    @overload
-    def __get__(
-        self, obj: None, owner: type[KeyValue]
-    ) -> Callable[..., Deferred[KeyValue]]: ...
-
-    @overload
-    def __get__(
-        self, obj: KeyValue, owner: type[KeyValue] | None = None
-    ) -> Callable[[str, bytes], Deferred[int]]: ...
-
-    def __get__(
-        self, obj: KeyValue | None, owner: type[KeyValue] | None = None
-    ) -> Callable[..., Deferred[Any]]:
-        if obj is not None:
-            return obj._create_key
-        return (owner or KeyValue).create_bucket
-
-
 class KeyValue:
     """A handle on the bucket ``bucket``: ``js.key_value(bucket)`` or
     ``js.create_key_value(bucket, ...)``.
@@ -553,8 +527,8 @@ class KeyValue:
             self._prefix + key, value, expected_last_subject_seq=last
         ).addCallbacks(_seq, _key_exists(key))
 
-    def _create_key(self, key: str, value: bytes) -> Deferred[int]:
-        """``kv.create(key, value)``: store ``value`` only if ``key`` has no value
+    def create(self, key: str, value: bytes) -> Deferred[int]:
+        """Store ``value`` only if ``key`` has no value
         (never set, or its latest entry is a delete or purge marker). Fires with the
         revision; fails with :class:`KeyExistsError` if the key has a value.
         """
@@ -577,10 +551,6 @@ class KeyValue:
                 raise
 
         return Deferred.fromCoroutine(attempt())
-
-    #: ``kv.create(key, value)`` creates a key (see :meth:`_create_key`);
-    #: ``KeyValue.create(js, bucket, **config)`` creates a bucket (:meth:`create_bucket`).
-    create = _CreateBucketOrKey()
 
     def delete(self, key: str, last: int | None = None) -> Deferred[int]:
         """Mark ``key`` deleted, keeping its history; fires with the marker's revision.
