@@ -49,17 +49,21 @@ class PullConsumer:
 
         ``no_wait=True`` returns at once with what is available. Fails with
         :class:`APIError` when the server refuses the pull (a 409: consumer deleted,
-        too many waiting pulls, max bytes exceeded before any message); cancelling the
-        Deferred ends the pull and discards nothing already delivered to us.
+        too many waiting pulls, max bytes exceeded before any message). Cancelling the
+        Deferred ends the pull: it fires with the messages that came, if any, else fails
+        with ``CancelledError``.
         """
         if batch < 1:
             return fail(InvalidArgumentError("batch must be at least 1"))
         if expires <= 0:
             return fail(InvalidArgumentError("expires must be positive"))
         client = self.js.client
-        req: dict[str, Any] = {"batch": batch, "expires": int(expires * 1e9)}
+        req: dict[str, Any] = {"batch": batch}
         if no_wait:
+            # Alone: with "expires" too, the server waits for it when nothing is pending.
             req["no_wait"] = True
+        else:
+            req["expires"] = int(expires * 1e9)
         if max_bytes is not None:
             req["max_bytes"] = max_bytes
         got: list[JsMsg] = []
@@ -103,14 +107,22 @@ class PullConsumer:
                 finish()
                 return
             assert h is not None
+            if status == 503:  # nobody takes pulls on that subject
+                fail_with(APIError(
+                    f"no responders: no consumer {self.stream}/{self.name}"
+                    " (or no JetStream)", 503, 0,
+                ))
+                return
             desc = h.description or f"pull request ended with status {status}"
             if status == 409 and "Leadership Change" in desc:
                 finish()
                 return
             fail_with(APIError(desc, status, 0))
 
-        def cancel(_: Deferred[list[JsMsg]]) -> None:
+        def cancel(d: Deferred[list[JsMsg]]) -> None:
             end()
+            if got:  # as nats.go: what came is handed over; nothing came, CancelledError
+                d.callback(got)
 
         d: Deferred[list[JsMsg]] = Deferred(cancel)
         try:
