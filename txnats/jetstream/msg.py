@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred, fail
+from twisted.python.failure import Failure
 
 from txnats.errors import InvalidArgumentError, JetStreamError, NatsError
 from txnats.protocol.events import Msg
@@ -170,12 +171,17 @@ class JsMsg:
             d = self._client.request(self._msg.reply, _ACK, timeout=timeout)
         except NatsError as e:
             return fail(e)
-        self._acked = True
+        self._acked = True  # while it is under way, a second ack is refused
 
         def done(_: Msg) -> None:
             return None
 
-        return d.addCallback(done)
+        def unconfirmed(f: Failure) -> Failure:
+            # As nats.go: an ack the server did not confirm may be sent again.
+            self._acked = False
+            return f
+
+        return d.addCallbacks(done, unconfirmed)
 
     def __repr__(self) -> str:
         return f"<JsMsg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}>"
