@@ -1,0 +1,896 @@
+"""The JetStream object store (ADR-20): large objects as chunks in a stream.
+
+A bucket ``B`` is the stream ``OBJ_B`` with the subjects ``$O.B.C.>`` (chunks) and
+``$O.B.M.>`` (metadata). An object named ``name`` has one metadata message, rolled up
+per subject, on ``$O.B.M.<name in padded base64 URL encoding>``: its
+:class:`ObjectInfo` as JSON, laid out as nats.go writes it, so that every NATS client
+reads what we store and we read what they store. Its bytes are the messages on
+``$O.B.C.<nuid>``, the nuid being drawn afresh for every put; the digest is SHA-256
+in padded base64 URL encoding (``SHA-256=...=``).
+
+``js.create_object_store(bucket, ...)`` or ``js.object_store(bucket)`` give an
+:class:`ObjectStore`; every method returns a Deferred.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txnats.errors import (
+    BucketNotFoundError,
+    DigestMismatchError,
+    InvalidArgumentError,
+    MsgNotFoundError,
+    NatsError,
+    NoRespondersError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    OutboundBufferFullError,
+    StreamNotFoundError,
+    TooManyStalledMsgsError,
+)
+from txnats.jetstream.msg import JsMsg
+from txnats.jetstream.ordered import OrderedConsumer
+from txnats.nuid import next_nuid
+from txnats.protocol.headers import HeaderInput, Headers
+
+if TYPE_CHECKING:
+    from txnats.jetstream.context import JetStreamContext, RawStreamMsg
+
+__all__ = ["ObjectInfo", "ObjectLink", "ObjectStore", "ObjectStoreStatus"]
+
+log = Logger()
+
+#: The chunk size of a put unless told otherwise (ADR-20).
+DEFAULT_CHUNK_SIZE = 128 * 1024
+#: The most chunk bytes one put keeps unacknowledged at once.
+PUT_WINDOW_BYTES = 16 * 1024 * 1024
+
+_BUCKET_RE = re.compile(r"[A-Za-z0-9_-]+")
+_DIGEST_PREFIX = "SHA-256="
+#: What nats.go writes for ``mtime`` (Go's zero time): the time is never stored.
+_ZERO_TIME = "0001-01-01T00:00:00Z"
+_ROLLUP = {"Nats-Rollup": "sub"}
+
+
+class _Keep(enum.Enum):
+    KEEP = 0
+
+
+#: ``update_meta``'s default: leave the field as it is.
+KEEP = _Keep.KEEP
+
+
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+ObjectData = bytes | bytearray | memoryview | _Readable
+
+
+def _check_bucket(bucket: object) -> str:
+    if not isinstance(bucket, str) or not _BUCKET_RE.fullmatch(bucket):
+        raise InvalidArgumentError(
+            f"object store bucket name must be 1 or more of A-Z, a-z, 0-9, '-', '_'; "
+            f"not {bucket!r}"
+        )
+    return bucket
+
+
+def _encode_name(name: object) -> str:
+    """The meta subject's last token for object ``name``; raises on a bad name."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"object name must be a non-empty string, not {name!r}")
+    try:
+        raw = name.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"object name {name!r} is not valid Unicode") from None
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _digest(sha: bytes) -> str:
+    return _DIGEST_PREFIX + base64.urlsafe_b64encode(sha).decode()
+
+
+def _decode_digest(digest: str) -> bytes:
+    """The SHA-256 in ``SHA-256=<b64url>``; padding optional, the name any case."""
+    algo, sep, value = digest.partition("=")
+    if not sep or algo.upper() != "SHA-256":
+        raise ObjectStoreError(f"object digest {digest!r} is not SHA-256=<base64>")
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        raise ObjectStoreError(f"object digest {digest!r} is not valid base64") from None
+    if len(raw) != 32:
+        raise ObjectStoreError(f"object digest {digest!r} is not 32 bytes")
+    return raw
+
+
+def _parse_time(text: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _headers_dict(headers: HeaderInput | None) -> dict[str, list[str]]:
+    """Headers as nats.go's ``Header`` JSON: every name to its list of values."""
+    if not headers:
+        return {}
+    out: dict[str, list[str]] = {}
+    for k, v in Headers(headers).multi_items():  # validates names and values
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def _metadata_dict(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    if not metadata:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise InvalidArgumentError("object metadata must map strings to strings")
+    return dict(metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectLink:
+    """Where a link points: an object (``name``) or, with ``name`` empty, a bucket."""
+
+    bucket: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """An object's metadata: what its meta message holds, plus the time it was stored.
+
+    ``size`` is in bytes, ``digest`` is ``SHA-256=<padded base64 URL>``; ``headers``
+    maps each name to its values and ``metadata`` strings to strings. ``mtime`` is the
+    time the server stored the meta message (on a put's result, our clock's "now").
+    ``link`` is set on a link to another object or bucket.
+    """
+
+    name: str
+    bucket: str
+    nuid: str
+    size: int = 0
+    chunks: int = 0
+    mtime: datetime | None = None
+    digest: str = ""
+    deleted: bool = False
+    description: str | None = None
+    headers: dict[str, list[str]] = field(default_factory=dict, hash=False)
+    metadata: dict[str, str] = field(default_factory=dict, hash=False)
+    max_chunk_size: int = 0
+    link: ObjectLink | None = None
+
+    @property
+    def is_link(self) -> bool:
+        return self.link is not None
+
+    def to_json(self) -> bytes:
+        """The meta message's payload (nats.go's layout; ``mtime`` is never stored)."""
+        obj: dict[str, Any] = {"name": self.name}
+        if self.description:
+            obj["description"] = self.description
+        if self.headers:
+            obj["headers"] = self.headers
+        if self.metadata:
+            obj["metadata"] = self.metadata
+        opts: dict[str, Any] = {}
+        if self.link is not None:
+            link: dict[str, str] = {"bucket": self.link.bucket}
+            if self.link.name:
+                link["name"] = self.link.name
+            opts["link"] = link
+        if self.max_chunk_size:
+            opts["max_chunk_size"] = self.max_chunk_size
+        if opts:
+            obj["options"] = opts
+        obj.update(
+            bucket=self.bucket, nuid=self.nuid, size=self.size, mtime=_ZERO_TIME,
+            chunks=self.chunks,
+        )
+        if self.digest:
+            obj["digest"] = self.digest
+        if self.deleted:
+            obj["deleted"] = True
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, mtime: datetime | None = None) -> ObjectInfo:
+        """Parse a meta message's payload; :class:`ObjectStoreError` if malformed."""
+        try:
+            obj = json.loads(data)
+            if not isinstance(obj, dict):
+                raise TypeError(type(obj))
+            opts = obj.get("options") or {}
+            link_obj = opts.get("link")
+            link = None
+            if link_obj:
+                link = ObjectLink(
+                    str(link_obj.get("bucket") or ""), str(link_obj.get("name") or "")
+                )
+            headers: dict[str, list[str]] = {}
+            for k, v in (obj.get("headers") or {}).items():
+                headers[str(k)] = [str(x) for x in v] if isinstance(v, list) else [str(v)]
+            return cls(
+                name=str(obj["name"]),
+                bucket=str(obj.get("bucket") or ""),
+                nuid=str(obj.get("nuid") or ""),
+                size=int(obj.get("size") or 0),
+                chunks=int(obj.get("chunks") or 0),
+                mtime=mtime,
+                digest=str(obj.get("digest") or ""),
+                deleted=bool(obj.get("deleted", False)),
+                description=obj.get("description") or None,
+                headers=headers,
+                metadata={str(k): str(v) for k, v in (obj.get("metadata") or {}).items()},
+                max_chunk_size=int(opts.get("max_chunk_size") or 0),
+                link=link,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise ObjectStoreError(f"malformed object metadata {bytes(data[:80])!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStoreStatus:
+    """A bucket's configuration and state, from its stream's info."""
+
+    bucket: str
+    description: str | None
+    #: Seconds an object is kept (0: for ever).
+    ttl: float
+    storage: str
+    replicas: int
+    sealed: bool
+    #: Bytes stored, chunks and metadata together.
+    size: int
+    compressed: bool
+    metadata: dict[str, str] = field(hash=False)
+    #: The stream's info as the server sent it.
+    stream_info: dict[str, Any] = field(hash=False, repr=False)
+    backing_store: str = "JetStream"
+
+
+class _Window:
+    """One put's unacknowledged chunk publishes: how many, the first failure, a waiter."""
+
+    def __init__(self, limit: int, schedule: Callable[[Callable[[], None]], None]) -> None:
+        self.limit = limit
+        self.pending = 0
+        self.error: Failure | None = None
+        self._schedule = schedule
+        self._waiter: Deferred[None] | None = None
+        self._upto = 0  # the waiter fires once pending <= this
+
+    def add(self, d: Deferred[Any]) -> None:
+        self.pending += 1
+        d.addBoth(self._done)
+
+    def _ready(self) -> bool:
+        # Waiting for room ends early on a failure; waiting for none pending does not.
+        return self.pending <= self._upto or (self.error is not None and self._upto > 0)
+
+    def _done(self, result: object) -> None:
+        self.pending -= 1
+        if isinstance(result, Failure) and self.error is None:
+            self.error = result
+        if self._waiter is not None and self._ready():
+            d, self._waiter = self._waiter, None
+            # Not from inside the acknowledgement's callbacks: the put goes on soon.
+            self._schedule(lambda: None if d.called else d.callback(None))
+
+    def _wait(self, upto: int) -> Deferred[None]:
+        self._upto = upto
+        if self._ready():
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._waiter = d
+        return d
+
+    def room(self) -> Deferred[None]:
+        """Fires once fewer than ``limit`` are pending (or one failed)."""
+        return self._wait(self.limit - 1)
+
+    def drained(self) -> Deferred[None]:
+        """Fires once none is pending."""
+        return self._wait(0)
+
+
+class ObjectStore:
+    """One object store bucket. Obtain it with ``js.object_store(bucket)`` or
+    ``js.create_object_store(bucket, ...)``."""
+
+    def __init__(self, js: JetStreamContext, bucket: str, *, direct: bool = True) -> None:
+        self.js = js
+        self.bucket = _check_bucket(bucket)
+        self.stream = f"OBJ_{bucket}"
+        self._direct = direct
+        self._chunk_prefix = f"$O.{bucket}.C."
+        self._meta_prefix = f"$O.{bucket}.M."
+
+    def __repr__(self) -> str:
+        return f"<ObjectStore {self.bucket!r}>"
+
+    # ------------------------------------------------------------------ binding
+    @classmethod
+    def bind(cls, js: JetStreamContext, bucket: str) -> Deferred[ObjectStore]:
+        """Bind to the existing bucket; :class:`BucketNotFoundError` if there is none."""
+        try:
+            _check_bucket(bucket)
+        except NatsError as e:
+            return fail(e)
+
+        def bound(info: dict[str, Any]) -> ObjectStore:
+            cfg = info.get("config") or {}
+            return cls(js, bucket, direct=bool(cfg.get("allow_direct", False)))
+
+        def missing(f: Failure) -> Failure:
+            if f.check(StreamNotFoundError):
+                return Failure(BucketNotFoundError(f"no object store {bucket!r}"))
+            return f
+
+        return js.stream_info(f"OBJ_{bucket}").addCallbacks(bound, missing)
+
+    @classmethod
+    def create(
+        cls,
+        js: JetStreamContext,
+        bucket: str,
+        *,
+        description: str | None = None,
+        ttl: float | None = None,
+        max_bytes: int | None = None,
+        storage: str = "file",
+        replicas: int = 1,
+        compression: bool = False,
+        metadata: Mapping[str, str] | None = None,
+        placement: Mapping[str, Any] | None = None,
+    ) -> Deferred[ObjectStore]:
+        """Create the bucket (or bind to it if it exists with the same configuration).
+
+        ``ttl`` is in seconds (objects older are removed), ``max_bytes`` bounds the
+        bucket, ``storage`` is ``"file"`` or ``"memory"``, ``compression`` compresses
+        it on disk (S2, server 2.10+).
+        """
+        try:
+            _check_bucket(bucket)
+            if ttl is not None and ttl < 0:
+                raise InvalidArgumentError("ttl must not be negative")
+            if storage not in ("file", "memory"):
+                raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
+            if replicas < 1:
+                raise InvalidArgumentError("replicas must be at least 1")
+            meta = _metadata_dict(metadata)
+        except NatsError as e:
+            return fail(e)
+        cfg: dict[str, Any] = {
+            "name": f"OBJ_{bucket}",
+            "subjects": [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
+            "max_age": int((ttl or 0) * 1e9),
+            "max_bytes": -1 if max_bytes is None or max_bytes == 0 else int(max_bytes),
+            "storage": storage,
+            "num_replicas": replicas,
+            "discard": "new",
+            "allow_rollup_hdrs": True,
+            "allow_direct": True,
+        }
+        if description:
+            cfg["description"] = description
+        if compression:
+            cfg["compression"] = "s2"
+        if meta:
+            cfg["metadata"] = meta
+        if placement:
+            cfg["placement"] = dict(placement)
+        return js.add_stream(cfg).addCallback(lambda _: cls(js, bucket))
+
+    # ------------------------------------------------------------------ subjects
+    def _meta_subject(self, name: str) -> str:
+        return self._meta_prefix + _encode_name(name)
+
+    def _chunk_subject(self, nuid: str) -> str:
+        return self._chunk_prefix + nuid
+
+    # ------------------------------------------------------------------ info
+    def get_info(self, name: str, show_deleted: bool = False) -> Deferred[ObjectInfo]:
+        """The object's info; :class:`ObjectNotFoundError` if it does not exist or (unless
+        ``show_deleted``) was deleted."""
+        try:
+            subject = self._meta_subject(name)
+        except NatsError as e:
+            return fail(e)
+        return self._load_meta(name, subject).addCallback(self._visible, show_deleted)
+
+    def _visible(self, info: ObjectInfo, show_deleted: bool) -> ObjectInfo:
+        if info.deleted and not show_deleted:
+            raise ObjectNotFoundError(f"object {info.name!r} was deleted")
+        return info
+
+    def _load_meta(self, name: str, subject: str) -> Deferred[ObjectInfo]:
+        d = self.js.get_msg(self.stream, last_by_subject=subject, direct=self._direct)
+
+        def parse(msg: RawStreamMsg) -> ObjectInfo:
+            return ObjectInfo.from_json(msg.data, _parse_time(msg.time))
+
+        def missing(f: Failure) -> Failure | Deferred[ObjectInfo]:
+            if f.check(MsgNotFoundError):
+                return Failure(ObjectNotFoundError(f"no object {name!r} in {self.bucket!r}"))
+            if f.check(NoRespondersError) and self._direct:
+                # A stream made without allow_direct (old clients): ask the API instead.
+                self._direct = False
+                return self._load_meta(name, subject)
+            if f.check(StreamNotFoundError):
+                return Failure(BucketNotFoundError(f"no object store {self.bucket!r}"))
+            return f
+
+        return d.addCallbacks(parse, missing)
+
+    # ------------------------------------------------------------------ get
+    def get(self, name: str) -> Deferred[bytes]:
+        """The object's bytes, checked against its size and digest.
+
+        Fails with :class:`ObjectNotFoundError` (no such object, or deleted) and with
+        :class:`DigestMismatchError` if what is stored is not what was put. A link to an
+        object is followed. Cancelling the Deferred stops the transfer.
+        """
+        try:
+            subject = self._meta_subject(name)
+        except NatsError as e:
+            return fail(e)
+        return self._load_meta(name, subject).addCallback(self._visible, False).addCallback(
+            self._get_object
+        )
+
+    def _get_object(self, info: ObjectInfo) -> Deferred[bytes]:
+        if info.link is not None:
+            link = info.link
+            if not link.name:
+                return fail(ObjectStoreError(f"object {info.name!r} is a link to a bucket"))
+            if link.bucket == self.bucket:
+                return self.get(link.name)
+            return ObjectStore.bind(self.js, link.bucket).addCallback(
+                lambda other: other.get(link.name)
+            )
+        if not info.nuid:
+            return fail(ObjectStoreError(f"object {info.name!r} has no nuid in its metadata"))
+        if info.chunks == 0:
+            try:
+                _verify(info, b"", hashlib.sha256(), 0)
+            except NatsError as e:
+                return fail(e)
+            return succeed(b"")
+        return _ChunkReader(self, info).start()
+
+    # ------------------------------------------------------------------ put
+    def put(
+        self,
+        name: str,
+        data: ObjectData,
+        *,
+        description: str | None = None,
+        headers: HeaderInput | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> Deferred[ObjectInfo]:
+        """Store ``data`` (bytes, or a binary file object read with ``read(chunk_size)``
+        until it returns ``b""``) as object ``name``, replacing any older version.
+
+        ``chunk_size`` is capped at the server's max_payload. A file object is read in
+        the reactor thread: fine for local files, not for slow streams. If a chunk
+        cannot be stored the put fails and the chunks already stored are purged.
+        """
+        try:
+            subject = self._meta_subject(name)
+            if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+                raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
+            if not isinstance(data, (bytes, bytearray, memoryview)) and not callable(
+                getattr(data, "read", None)
+            ):
+                raise InvalidArgumentError(
+                    f"data must be bytes or a binary file object, not {type(data).__name__}"
+                )
+            if description is not None and not isinstance(description, str):
+                raise InvalidArgumentError("description must be a string")
+            hdrs = _headers_dict(headers)
+            meta = _metadata_dict(metadata)
+        except NatsError as e:
+            return fail(e)
+        chunk_size = min(chunk_size, self.js.client.max_payload)
+        info = ObjectInfo(
+            name=name, bucket=self.bucket, nuid=next_nuid(), description=description or None,
+            headers=hdrs, metadata=meta, max_chunk_size=chunk_size,
+        )
+        return Deferred.fromCoroutine(self._put(subject, info, data, chunk_size))
+
+    async def _put(
+        self, meta_subject: str, info: ObjectInfo, data: ObjectData, chunk_size: int
+    ) -> ObjectInfo:
+        try:
+            old: ObjectInfo | None = await self._load_meta(info.name, meta_subject)
+        except ObjectNotFoundError:
+            old = None
+        chunk_subject = self._chunk_subject(info.nuid)
+        try:
+            size, chunks, sha = await self._send_chunks(chunk_subject, data, chunk_size)
+            info = replace(info, size=size, chunks=chunks, digest=_digest(sha))
+            await self.js.publish(meta_subject, info.to_json(), headers=_ROLLUP)
+        except BaseException:
+            await self._purge_quietly(chunk_subject)
+            raise
+        if old is not None and not old.deleted and old.nuid and old.nuid != info.nuid:
+            await self._purge_quietly(self._chunk_subject(old.nuid))
+        return replace(info, mtime=datetime.now(UTC))
+
+    async def _purge_quietly(self, subject: str) -> None:
+        try:
+            await self.js.purge_stream(self.stream, subject=subject)
+        except NatsError as e:
+            log.warn("Object store {bucket}: could not purge {subject}: {error}",
+                     bucket=self.bucket, subject=subject, error=e)
+
+    async def _send_chunks(
+        self, subject: str, data: ObjectData, chunk_size: int
+    ) -> tuple[int, int, bytes]:
+        js = self.js
+        client = js.client
+        window = _Window(max(1, PUT_WINDOW_BYTES // chunk_size), client.schedule)
+        h = hashlib.sha256()
+        size = chunks = 0
+        read: Callable[[int], object]
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            view = memoryview(data)
+            view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
+            offset = 0
+
+            def read_view(n: int) -> bytes:
+                nonlocal offset
+                piece = bytes(view[offset:offset + n])
+                offset += len(piece)
+                return piece
+
+            read = read_view
+        else:
+            read = data.read
+        try:
+            while True:
+                got = read(chunk_size)
+                if type(got) is bytes:
+                    piece = got
+                elif isinstance(got, (bytes, bytearray, memoryview)):
+                    piece = bytes(got)
+                else:
+                    raise InvalidArgumentError(
+                        f"data.read() returned {type(got).__name__}, not bytes"
+                    )
+                if not piece:
+                    break
+                h.update(piece)
+                size += len(piece)
+                chunks += 1
+                while True:
+                    await window.room()
+                    if window.error is not None:
+                        window.error.raiseException()
+                    await js.publish_async_room()
+                    try:
+                        window.add(js.publish_async(subject, piece))
+                        break
+                    except TooManyStalledMsgsError:
+                        continue  # another publisher took the room first
+                    except OutboundBufferFullError:
+                        room = client.wait_for_room()
+                        if room.called:  # disconnected, reconnect buffer full: give up
+                            raise
+                        await room
+            await window.drained()
+            if window.error is not None:
+                window.error.raiseException()
+        except BaseException:
+            await window.drained()  # nothing may land after the purge
+            raise
+        return size, chunks, h.digest()
+
+    # ------------------------------------------------------------------ delete
+    def delete(self, name: str) -> Deferred[None]:
+        """Delete the object: a deleted marker replaces its info, its chunks are purged.
+
+        :class:`ObjectNotFoundError` if there is no such object; deleting a deleted
+        object does nothing.
+        """
+        try:
+            subject = self._meta_subject(name)
+        except NatsError as e:
+            return fail(e)
+        return Deferred.fromCoroutine(self._delete(name, subject))
+
+    async def _delete(self, name: str, subject: str) -> None:
+        info = await self._load_meta(name, subject)
+        if info.deleted:
+            return
+        marker = replace(info, deleted=True, size=0, chunks=0, digest="")
+        await self.js.publish(subject, marker.to_json(), headers=_ROLLUP)
+        if info.nuid:
+            await self.js.purge_stream(self.stream, subject=self._chunk_subject(info.nuid))
+
+    # ------------------------------------------------------------------ update_meta
+    def update_meta(
+        self,
+        name: str,
+        *,
+        new_name: str | None = None,
+        description: str | _Keep | None = KEEP,
+        headers: HeaderInput | _Keep | None = KEEP,
+        metadata: Mapping[str, str] | _Keep | None = KEEP,
+    ) -> Deferred[ObjectInfo]:
+        """Change an object's name, description, headers or metadata (the bytes stay).
+
+        Arguments not given keep their value. :class:`ObjectNotFoundError` if the object
+        does not exist or was deleted; :class:`ObjectStoreError` if ``new_name`` names
+        an existing object.
+        """
+        try:
+            subject = self._meta_subject(name)
+            new_subject = subject if new_name is None else self._meta_subject(new_name)
+            changes: dict[str, Any] = {}
+            if new_name is not None:
+                changes["name"] = new_name
+            if description is not KEEP:
+                if description is not None and not isinstance(description, str):
+                    raise InvalidArgumentError("description must be a string")
+                changes["description"] = description or None
+            if headers is not KEEP:
+                changes["headers"] = _headers_dict(headers)
+            if metadata is not KEEP:
+                changes["metadata"] = _metadata_dict(metadata)
+        except NatsError as e:
+            return fail(e)
+        return Deferred.fromCoroutine(self._update_meta(name, subject, new_subject, changes))
+
+    async def _update_meta(
+        self, name: str, subject: str, new_subject: str, changes: dict[str, Any]
+    ) -> ObjectInfo:
+        info = self._visible(await self._load_meta(name, subject), False)
+        if new_subject != subject:
+            try:
+                existing = await self._load_meta(changes["name"], new_subject)
+            except ObjectNotFoundError:
+                pass
+            else:
+                if not existing.deleted:
+                    raise ObjectStoreError(f"an object named {changes['name']!r} exists")
+        info = replace(info, **changes)
+        await self.js.publish(new_subject, info.to_json(), headers=_ROLLUP)
+        if new_subject != subject:
+            await self.js.purge_stream(self.stream, subject=subject)
+        return replace(info, mtime=datetime.now(UTC))
+
+    # ------------------------------------------------------------------ links
+    def add_link(self, name: str, target: ObjectInfo) -> Deferred[ObjectInfo]:
+        """Add object ``name``, a link to the object ``target`` (in any bucket).
+
+        Linking to a deleted object or to a link, or naming the link after an existing
+        object that is not a link, fails with :class:`ObjectStoreError`.
+        """
+        if not isinstance(target, ObjectInfo) or not target.name or not target.bucket:
+            return fail(InvalidArgumentError("the link target must be an ObjectInfo"))
+        if target.deleted:
+            return fail(ObjectStoreError("cannot link to a deleted object"))
+        if target.link is not None:
+            return fail(ObjectStoreError("cannot link to a link"))
+        return self._add_link(name, ObjectLink(target.bucket, target.name))
+
+    def add_bucket_link(self, name: str, bucket: ObjectStore | str) -> Deferred[ObjectInfo]:
+        """Add object ``name``, a link to a whole bucket."""
+        try:
+            target = _check_bucket(bucket.bucket if isinstance(bucket, ObjectStore) else bucket)
+        except NatsError as e:
+            return fail(e)
+        return self._add_link(name, ObjectLink(target))
+
+    def _add_link(self, name: str, link: ObjectLink) -> Deferred[ObjectInfo]:
+        try:
+            subject = self._meta_subject(name)
+        except NatsError as e:
+            return fail(e)
+
+        async def run() -> ObjectInfo:
+            try:
+                existing = await self._load_meta(name, subject)
+            except ObjectNotFoundError:
+                pass
+            else:
+                if not existing.deleted and existing.link is None:
+                    raise ObjectStoreError(f"an object named {name!r} exists")
+            info = ObjectInfo(name=name, bucket=self.bucket, nuid=next_nuid(), link=link)
+            await self.js.publish(subject, info.to_json(), headers=_ROLLUP)
+            return replace(info, mtime=datetime.now(UTC))
+
+        return Deferred.fromCoroutine(run())
+
+    # ------------------------------------------------------------------ list
+    def list(self, show_deleted: bool = False) -> Deferred[list[ObjectInfo]]:
+        """Every object's info (deleted ones only with ``show_deleted``); ``[]`` if none."""
+        result: list[ObjectInfo] = []
+        done: Deferred[list[ObjectInfo]] = Deferred(lambda _: consumer.stop())
+
+        def finish() -> None:
+            consumer.stop()
+            if not done.called:
+                done.callback(result)
+
+        def failed(e: BaseException) -> None:
+            consumer.stop()
+            if not done.called:
+                done.errback(Failure(e))
+
+        def on_msg(msg: JsMsg) -> None:
+            if done.called:
+                return
+            meta = msg.metadata
+            try:
+                info = ObjectInfo.from_json(
+                    msg.data,
+                    datetime.fromtimestamp(meta.timestamp_ns / 1e9, UTC),
+                )
+            except ObjectStoreError as e:
+                log.warn("Object store {bucket}: skipping {error}", bucket=self.bucket, error=e)
+            else:
+                if show_deleted or not info.deleted:
+                    result.append(info)
+            if meta.num_pending == 0:
+                finish()
+
+        consumer = OrderedConsumer(
+            self.js, self.stream, on_msg, filter_subjects=[f"{self._meta_prefix}>"],
+            deliver_policy="last_per_subject", on_error=failed,
+        )
+
+        def started(cinfo: dict[str, Any]) -> None:
+            if _nothing_to_deliver(cinfo):
+                finish()
+
+        def start_failed(f: Failure) -> None:
+            if not done.called:
+                if f.check(StreamNotFoundError):
+                    f = Failure(BucketNotFoundError(f"no object store {self.bucket!r}"))
+                done.errback(f)
+
+        consumer.start().addCallbacks(started, start_failed)
+        return done
+
+    # ------------------------------------------------------------------ bucket
+    def status(self) -> Deferred[ObjectStoreStatus]:
+        """The bucket's configuration and state."""
+
+        def build(si: dict[str, Any]) -> ObjectStoreStatus:
+            cfg = si.get("config") or {}
+            state = si.get("state") or {}
+            return ObjectStoreStatus(
+                bucket=self.bucket,
+                description=cfg.get("description") or None,
+                ttl=int(cfg.get("max_age") or 0) / 1e9,
+                storage=str(cfg.get("storage") or "file"),
+                replicas=int(cfg.get("num_replicas") or 1),
+                sealed=bool(cfg.get("sealed", False)),
+                size=int(state.get("bytes") or 0),
+                compressed=(cfg.get("compression") or "none") != "none",
+                metadata=dict(cfg.get("metadata") or {}),
+                stream_info=si,
+            )
+
+        return self._stream_info().addCallback(build)
+
+    def _stream_info(self) -> Deferred[dict[str, Any]]:
+        def missing(f: Failure) -> Failure:
+            if f.check(StreamNotFoundError):
+                return Failure(BucketNotFoundError(f"no object store {self.bucket!r}"))
+            return f
+
+        return self.js.stream_info(self.stream).addErrback(missing)
+
+    def seal(self) -> Deferred[ObjectStoreStatus]:
+        """Seal the bucket: no object may be put, changed or deleted any more."""
+
+        def update(si: dict[str, Any]) -> Deferred[dict[str, Any]]:
+            cfg = dict(si.get("config") or {})
+            cfg["sealed"] = True
+            return self.js.update_stream(cfg)
+
+        return self._stream_info().addCallback(update).addCallback(lambda _: self.status())
+
+
+def _nothing_to_deliver(cinfo: dict[str, Any]) -> bool:
+    """Whether a new consumer's info says it has nothing pending and delivered nothing
+    (so no message will come: deliveries may overtake the create answer, hence both)."""
+    delivered = (cinfo.get("delivered") or {}).get("consumer_seq") or 0
+    return int(cinfo.get("num_pending") or 0) == 0 and int(delivered) == 0
+
+
+def _verify(info: ObjectInfo, data: bytes, h: Any, count: int) -> None:
+    if count != info.chunks:
+        raise DigestMismatchError(
+            f"object {info.name!r}: {count} chunks stored, its metadata says {info.chunks}"
+        )
+    if len(data) != info.size:
+        raise DigestMismatchError(
+            f"object {info.name!r}: {len(data)} bytes stored, its metadata says {info.size}"
+        )
+    if not info.digest:
+        if info.size:
+            raise ObjectStoreError(f"object {info.name!r} has no digest in its metadata")
+        return
+    if h.digest() != _decode_digest(info.digest):
+        raise DigestMismatchError(f"object {info.name!r}: SHA-256 does not match its digest")
+
+
+class _ChunkReader:
+    """Read one object's chunks with an ordered consumer; check and join them."""
+
+    def __init__(self, store: ObjectStore, info: ObjectInfo) -> None:
+        self.info = info
+        self.parts: list[bytes] = []
+        self.h = hashlib.sha256()
+        self.done: Deferred[bytes] = Deferred(self._cancel)
+        self.consumer = OrderedConsumer(
+            store.js, store.stream, self._on_msg,
+            filter_subjects=[store._chunk_subject(info.nuid)], on_error=self._fail,
+        )
+
+    def start(self) -> Deferred[bytes]:
+        self.consumer.start().addCallbacks(self._started, self._start_failed)
+        return self.done
+
+    def _cancel(self, _: object) -> None:
+        self.consumer.stop()
+
+    def _started(self, cinfo: dict[str, Any]) -> None:
+        if not self.done.called and not self.parts and _nothing_to_deliver(cinfo):
+            self._finish()
+
+    def _start_failed(self, f: Failure) -> None:
+        if not self.done.called:
+            self.done.errback(f)
+
+    def _on_msg(self, msg: JsMsg) -> None:
+        parts = self.parts
+        data = msg.data
+        parts.append(data)
+        self.h.update(data)
+        if msg.metadata.num_pending == 0 or len(parts) > self.info.chunks:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.consumer.stop()
+        if self.done.called:
+            return
+        count = len(self.parts)
+        data = b"".join(self.parts)
+        self.parts = []
+        try:
+            _verify(self.info, data, self.h, count)
+        except NatsError as e:
+            self.done.errback(Failure(e))
+            return
+        self.done.callback(data)
+
+    def _fail(self, e: NatsError) -> None:
+        if not self.done.called:
+            self.done.errback(Failure(e))
