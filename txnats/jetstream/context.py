@@ -47,6 +47,8 @@ __all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "check_name"]
 T = TypeVar("T")
 
 _FORBIDDEN_IN_NAMES = frozenset(" \t\r\n.*>/\\")
+#: err_codes that say JetStream is not enabled (for the account: 10039; at all: 10076).
+_NOT_ENABLED = frozenset((10039, 10076))
 
 
 def check_name(kind: str, name: object) -> str:
@@ -192,7 +194,8 @@ class JetStreamContext:
         """Request ``<prefix>.<subject>`` with a JSON payload; fire with the JSON answer.
 
         An error object fails it with the matching :class:`APIError` subclass; no
-        responder fails it with :class:`JetStreamNotEnabledError`.
+        responder, or an answer that JetStream is not enabled for the account, fails it
+        with :class:`JetStreamNotEnabledError`.
         """
         data = b"" if payload is None else json.dumps(payload).encode()
         d = self.client.request(f"{self.prefix}.{subject}", data, timeout=timeout or self.timeout)
@@ -205,7 +208,10 @@ class JetStreamContext:
             if not isinstance(resp, dict):
                 raise JetStreamError(f"malformed JetStream API answer {msg.data[:64]!r}")
             if "error" in resp:
-                raise api_error(resp)
+                e = api_error(resp)
+                if e.err_code in _NOT_ENABLED:  # the server has JetStream, the account not
+                    raise JetStreamNotEnabledError(e.description)
+                raise e
             return resp
 
         def no_js(f: Failure) -> Failure:
