@@ -56,6 +56,7 @@ class Row:
     natspy: tuple[str, ...]
     unit: str = "msg/s"
     ceiling: tuple[int, int] | None = None  # (msgs, size) for the raw-socket ceiling
+    metric: str = "msgs_per_sec"  # the result field the row reports
 
 
 def suite(quick: bool) -> list[Row]:
@@ -86,6 +87,19 @@ def suite(quick: bool) -> list[Row]:
     rows.append(Row("req-100", f"request/reply 100 in flight, {dur} s", win, win, "req/s"))
     args = ("fanout", "--msgs", str(fan), "--size", "16", "--subs", "5")
     rows.append(Row("fanout", f"fan-out 1 -> 5, {fan:,} x 16 B", args, args))
+    js = 2_000 if quick else 100_000
+    args = ("js-pub", "--msgs", str(js), "--size", "128")
+    rows.append(Row("js-pub", f"JetStream publish_async {js:,} x 128 B", args, args))
+    ops = 300 if quick else 10_000
+    args = ("kv", "--msgs", str(ops), "--size", "128")
+    rows.append(Row("kv-put", f"KV put {ops:,} x 128 B, sequential", args, args, "ops/s",
+                    metric="put_ops_per_sec"))
+    rows.append(Row("kv-get", f"KV get {ops:,} x 128 B, sequential", args, args, "ops/s",
+                    metric="get_ops_per_sec"))
+    size = 1 << 20 if quick else 64 << 20
+    args = ("obj", "--msgs", "1", "--size", str(size))
+    rows.append(Row("obj-get", f"object get {size >> 20} MiB", args, args, "MiB/s",
+                    metric="mb_per_sec"))
     return rows
 
 
@@ -213,7 +227,7 @@ def run_suite(
                     print(f"{tag} FAILED: {e}", file=sys.stderr, flush=True)
                     continue
                 cell.results.append(result)
-                print(f"{tag} {result['msgs_per_sec']:>12,.0f} {row.unit}", file=sys.stderr,
+                print(f"{tag} {result[row.metric]:>12,.1f} {row.unit}", file=sys.stderr,
                       flush=True)
     return cells
 
@@ -286,9 +300,9 @@ def tables(
     ceiling = []
     for row in rows:
         c = cells[row.key]
-        tx = c.get(TXNATS, Cell()).median()
-        py = c.get(NATSPY_ASYNCIO, Cell()).median()
-        uv = c.get(NATSPY_UVLOOP, Cell()).median()
+        tx = c.get(TXNATS, Cell()).median(row.metric)
+        py = c.get(NATSPY_ASYNCIO, Cell()).median(row.metric)
+        uv = c.get(NATSPY_UVLOOP, Cell()).median(row.metric)
         line = [row.label, row.unit, _num(tx), _num(py)]
         if uvloop:
             line.append(_num(uv))
@@ -437,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.server:
         url = args.server
     else:
-        server = NatsServer().start()
+        server = NatsServer(jetstream=True).start()
         url = server.url
     try:
         print(f"nats-server on {url}", file=sys.stderr, flush=True)

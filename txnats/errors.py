@@ -182,10 +182,6 @@ class JetStreamError(NatsError):
     """Something went wrong in JetStream, the key-value store or the object store."""
 
 
-class JetStreamNotEnabledError(JetStreamError):
-    """The server or the account has no JetStream (no responder on the JetStream API)."""
-
-
 class APIError(JetStreamError):
     """The JetStream API answered with an error object.
 
@@ -201,6 +197,15 @@ class APIError(JetStreamError):
         self.description = description
         self.code = code
         self.err_code = err_code
+
+
+class JetStreamNotEnabledError(APIError):
+    """The server or the account has no JetStream: no responder on the JetStream API
+    (``code`` 503, ``err_code`` 0), or the server's err_code 10039 (not for this
+    account) or 10076 (not enabled)."""
+
+    def __init__(self, description: str, code: int = 503, err_code: int = 0) -> None:
+        super().__init__(description, code, err_code)
 
 
 class StreamNotFoundError(APIError):

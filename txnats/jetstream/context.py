@@ -145,6 +145,8 @@ def _headers_for(
     if expected_last_msg_id is not None:
         h["Nats-Expected-Last-Msg-Id"] = expected_last_msg_id
     if ttl is not None:
+        if not ttl >= 1:
+            raise InvalidArgumentError("ttl must be at least 1 second (the server's minimum)")
         h["Nats-TTL"] = f"{int(ttl)}s" if ttl == int(ttl) else f"{int(ttl * 1000)}ms"
     return h
 
@@ -210,7 +212,7 @@ class JetStreamContext:
             if "error" in resp:
                 e = api_error(resp)
                 if e.err_code in _NOT_ENABLED:  # the server has JetStream, the account not
-                    raise JetStreamNotEnabledError(e.description)
+                    raise JetStreamNotEnabledError(e.description, e.code, e.err_code)
                 raise e
             return resp
 
