@@ -50,3 +50,48 @@ class InterfaceTests(SynchronousTestCase):
         """Msg provides IMsg."""
         msg = txnats.Msg("a", None, b"x", None, 1)
         self.assertTrue(verifyObject(IMsg, msg))
+
+
+class JetStreamInterfaceTests(SynchronousTestCase):
+    """The JetStream message and the two stores keep their interfaces."""
+
+    def setUp(self) -> None:
+        client = txnats.Client(MemoryReactorClock(), "nats://127.0.0.1:4222")
+        self.js = client.jetstream()
+
+    def test_exports(self) -> None:
+        """txnats.jetstream exports exactly the documented names."""
+        import txnats.jetstream as jetstream
+
+        self.assertEqual(set(jetstream.__all__), {
+            "Entry", "JetStreamContext", "JsMsg", "KeyValue", "KeyValueStatus", "KeyWatcher",
+            "MsgMetadata", "ObjectInfo", "ObjectStore", "ObjectStoreStatus",
+            "OrderedConsumer", "PubAck", "PullConsumer", "RawStreamMsg", "SequencePair",
+        })
+        for name in jetstream.__all__:
+            self.assertTrue(hasattr(jetstream, name), name)
+
+    def test_jsmsg_provides_ijsmsg(self) -> None:
+        """JsMsg provides IJsMsg (and so IMsg)."""
+        from txnats.interfaces import IJsMsg
+        from txnats.jetstream import JsMsg
+
+        msg = txnats.Msg("a", "$JS.ACK.S.C.1.2.3.4.5", b"x", None, 1)
+        jm = JsMsg(msg, self.js.client)
+        self.assertTrue(verifyObject(IJsMsg, jm))
+        self.assertTrue(verifyObject(IMsg, jm))
+        self.assertEqual(jm.metadata.sequence.stream, 2)
+
+    def test_key_value_provides_ikeyvalue(self) -> None:
+        """KeyValue provides IKeyValue."""
+        from txnats.interfaces import IKeyValue
+        from txnats.jetstream import KeyValue
+
+        self.assertTrue(verifyObject(IKeyValue, KeyValue(self.js, "b", {})))
+
+    def test_object_store_provides_iobjectstore(self) -> None:
+        """ObjectStore provides IObjectStore."""
+        from txnats.interfaces import IObjectStore
+        from txnats.jetstream import ObjectStore
+
+        self.assertTrue(verifyObject(IObjectStore, ObjectStore(self.js, "b")))

@@ -10,7 +10,7 @@ from typing import Any
 
 from zope.interface import Attribute, Interface
 
-__all__ = ["IClient", "IMsg", "ISubscription"]
+__all__ = ["IClient", "IJsMsg", "IKeyValue", "IMsg", "IObjectStore", "ISubscription"]
 
 
 class IMsg(Interface):
@@ -85,3 +85,87 @@ class IClient(Interface):
 
     def when_closed() -> object:
         """A fresh Deferred fired once closed."""
+
+
+class IJsMsg(IMsg):
+    """A message delivered by a JetStream consumer."""
+
+    metadata = Attribute(
+        "MsgMetadata: stream, consumer, num_delivered, sequence (consumer, stream), "
+        "timestamp_ns, num_pending, domain."
+    )
+
+    def ack() -> None:
+        """Acknowledge."""
+
+    def nak(delay: float | None = None) -> None:
+        """Ask for redelivery (after ``delay`` seconds)."""
+
+    def in_progress() -> None:
+        """Reset the ack wait; may be repeated."""
+
+    def term(reason: str | None = None) -> None:
+        """Never redeliver."""
+
+    def ack_sync(timeout: float = 5.0) -> object:
+        """Acknowledge; Deferred fired once the server confirmed it."""
+
+
+class IKeyValue(Interface):
+    """A key-value bucket (ADR-8). Every operation returns a Deferred."""
+
+    bucket = Attribute("The bucket's name (str).")
+
+    def get(key: str, revision: int | None = None) -> object:
+        """The latest Entry (or the one at ``revision``)."""
+
+    def put(key: str, value: bytes) -> object:
+        """Store ``value``; fires with the revision."""
+
+    def create(key: str, value: bytes) -> object:
+        """Store ``value`` only if ``key`` has none; fires with the revision."""
+
+    def update(key: str, value: bytes, last: int) -> object:
+        """Store ``value`` only if ``key``'s latest revision is ``last``."""
+
+    def delete(key: str, last: int | None = None) -> object:
+        """Mark ``key`` deleted (history kept)."""
+
+    def purge(key: str, last: int | None = None) -> object:
+        """Mark ``key`` purged (history removed)."""
+
+    def keys(key_pattern: Any = ">") -> object:
+        """The keys holding a value."""
+
+    def history(key: str) -> object:
+        """Every Entry still stored for ``key``, oldest first."""
+
+    def watch(key_pattern: Any = ">") -> object:
+        """A KeyWatcher: ``async for entry in watcher``."""
+
+    def status() -> object:
+        """The bucket's status."""
+
+
+class IObjectStore(Interface):
+    """An object store bucket (ADR-20). Every operation returns a Deferred."""
+
+    bucket = Attribute("The bucket's name (str).")
+
+    def put(name: str, data: Any) -> object:
+        """Store an object (bytes or a binary file object); fires with its ObjectInfo."""
+
+    def get(name: str) -> object:
+        """The object's bytes, checked against its digest."""
+
+    def get_info(name: str, show_deleted: bool = False) -> object:
+        """The object's ObjectInfo."""
+
+    def delete(name: str) -> object:
+        """Delete the object."""
+
+    def list(show_deleted: bool = False) -> object:
+        """Every object's ObjectInfo."""
+
+    def status() -> object:
+        """The store's status."""
