@@ -704,12 +704,13 @@ class PublishAsyncTests(JsHarness, SynchronousTestCase):
         self.assertEqual(self.js.publish_async_pending, 0)
 
     def test_cancel_and_close(self) -> None:
-        """A cancelled publish_async frees its place; closing the client fails the rest
-        with ConnectionClosedError, and complete fires."""
+        """A cancelled publish_async fails with CancelledError but keeps its place in
+        the window (its message is in flight); closing the client fails the rest with
+        ConnectionClosedError, and complete fires."""
         ds = [self.js.publish_async("a", b"%d" % i) for i in range(3)]
         ds[0].cancel()
         self.failureResultOf(ds[0], CancelledError)
-        self.assertEqual(self.js.publish_async_pending, 2)
+        self.assertEqual(self.js.publish_async_pending, 3)
         done = self.js.publish_async_complete()
         self.client.close()
         self.pump(self.server)
@@ -717,6 +718,18 @@ class PublishAsyncTests(JsHarness, SynchronousTestCase):
             self.failureResultOf(d, ConnectionClosedError)
         self.assertEqual(self.js.publish_async_pending, 0)
         self.successResultOf(done)
+
+    def test_cancelled_then_acked(self) -> None:
+        """The acknowledgement of a cancelled publish_async frees its place and is
+        otherwise ignored (no AlreadyCalledError, nothing logged)."""
+        d = self.js.publish_async("a", b"x")
+        [frame] = self.pubs()
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.assertEqual(self.js.publish_async_pending, 1)
+        self.answer(frame, {"stream": "S", "seq": 1})
+        self.assertEqual(self.js.publish_async_pending, 0)
+        self.assertEqual(self.flushLoggedErrors(), [])
 
     def test_bad_input_raises(self) -> None:
         """A bad subject raises at once and takes no room in the window."""

@@ -630,7 +630,11 @@ class _AckInbox:
         self._next += 1
         token = f"{self._next:x}"
         self.js.client.publish(subject, data, reply=self.prefix + token, headers=headers)
-        d: Deferred[PubAck] = Deferred(self._cancel)
+        # No canceller: cancelling only stops the caller waiting (Twisted then ignores
+        # the result); the message is in flight all the same, so it keeps its place in
+        # the window until its acknowledgement or its timeout. (A bound-method
+        # canceller would also be one more object per publish for the GC to follow.)
+        d: Deferred[PubAck] = Deferred()
         self._gens[0][token] = d
         self.js._async_pending += 1
         if self._timer is None:
@@ -659,14 +663,6 @@ class _AckInbox:
             d.errback(e)
             return
         d.callback(ack)
-
-    def _cancel(self, d: Deferred[PubAck]) -> None:
-        for gen in self._gens:
-            for token, pending in gen.items():
-                if pending is d:
-                    del gen[token]
-                    self.js._async_done()
-                    return
 
     def _rotate(self) -> None:
         self._timer = None
