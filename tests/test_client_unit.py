@@ -325,6 +325,7 @@ class PublishTests(ClientTestMixin, SynchronousTestCase):
         """Reply subjects and headers are encoded as PUB ... reply / HPUB."""
         client, server = self.connected()
         client.publish("a", b"x", reply="r.1")
+        self.assertEqual(client.pending_bytes, len(b"PUB a r.1 1\r\nx\r\n"))  # counted exactly
         client.publish("b", b"yz", headers={"K": "v"})
         self.clock.advance(0)
         hdr = encode_headers({"K": "v"})

@@ -709,7 +709,7 @@ class Client:
             entry = None
         if entry is None:
             entry = pub_prefix(subject)
-        if headers is None and reply is None and type(data) is bytes:
+        if headers is None and type(data) is bytes:
             size = len(data)
             proto = self._writer
             if proto is not None and size < self._fast_size:
@@ -718,16 +718,31 @@ class Client:
                 # per flush, is the only copy of the payload.
                 prefix, plen = entry
                 line, rest = SIZE_TAILS[size]
-                pending = proto.out_bytes + plen + rest
-                if pending <= self._max_outbound:
-                    out = proto._out
-                    if not out:
-                        proto.schedule_flush()
-                    out += (prefix, line, data, b"\r\n")
-                    proto.out_bytes = pending
-                    self._out_msgs += 1
-                    self._out_bytes += size
-                    return
+                if reply is None:
+                    pending = proto.out_bytes + plen + rest
+                    if pending <= self._max_outbound:
+                        out = proto._out
+                        if not out:
+                            proto.schedule_flush()
+                        out += (prefix, line, data, b"\r\n")
+                        proto.out_bytes = pending
+                        self._out_msgs += 1
+                        self._out_bytes += size
+                        return
+                else:
+                    # With a reply subject (JetStream publishes, requests made by
+                    # hand): validated each time, since replies are rarely repeated.
+                    rep = reply_subject(reply)
+                    pending = proto.out_bytes + plen + len(rep) + 1 + rest
+                    if pending <= self._max_outbound:
+                        out = proto._out
+                        if not out:
+                            proto.schedule_flush()
+                        out += (prefix, rep, b" ", line, data, b"\r\n")
+                        proto.out_bytes = pending
+                        self._out_msgs += 1
+                        self._out_bytes += size
+                        return
         frame, size = self._encode(entry[0][4:-1], data, reply, headers)
         self._send(frame, size, len(data))
 
