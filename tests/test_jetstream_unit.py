@@ -773,6 +773,19 @@ class FetchTests(JsHarness, SynchronousTestCase):
         self.assertIn(Frame("UNSUB", sid=sid), self.written())
         self.assertEqual(len(self.clock.getDelayedCalls()), 1)  # the ping timer
 
+    def test_message_after_the_end_is_reported(self) -> None:
+        """A message dispatched after the fetch ended (more than the batch in one read)
+        is not handed to anyone, and a warning says so."""
+        from twisted.logger import capturedLogs
+
+        d, inbox, sid = self.start_fetch(2, expires=2.0)
+        with capturedLogs() as events:
+            self.deliver(inbox, sid, 1, 2, 3)
+        self.assertEqual([m.data for m in self.successResultOf(d)], [b"m1", b"m2"])
+        warnings = [e for e in events if "was not handed over" in e.get("log_format", "")]
+        self.assertEqual(len(warnings), 1)
+        self.assertEqual(warnings[0]["subject"], inbox)
+
     def test_status_100_ignored_404_408_end(self) -> None:
         for status, desc in [(404, "No Messages"), (408, "Request Timeout")]:
             d, inbox, sid = self.start_fetch(5)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall
+from twisted.logger import Logger
 
 from txnats.errors import APIError, InvalidArgumentError, NatsError, TimeoutError
 from txnats.jetstream.msg import JsMsg
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from txnats.subscription import Subscription
 
 __all__ = ["PullConsumer"]
+
+log = Logger()
 
 #: How long after a pull request's ``expires`` we give up on the server's own
 #: end-of-request status (408) and end the fetch ourselves.
@@ -92,9 +95,18 @@ class PullConsumer:
                     d.errback(e)
 
         def on_msg(msg: Msg) -> None:
-            if state["done"]:
-                return
             h = msg.headers
+            if state["done"]:
+                if h is None or h.status is None:
+                    # Delivered after the fetch ended (before our UNSUB reached the
+                    # server): not handed to anyone. Say so; an acking consumer will
+                    # redeliver it after its ack wait.
+                    log.warn(
+                        "Fetch from {stream}/{consumer} had ended: a message on {subject} "
+                        "was not handed over",
+                        stream=self.stream, consumer=self.name, subject=msg.subject,
+                    )
+                return
             status = None if h is None else h.status
             if status is None:
                 got.append(JsMsg(msg, client))
