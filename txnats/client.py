@@ -704,10 +704,8 @@ class Client:
         nothing was queued.
         """
         try:
-            entry = _pub_cache.get(subject)
-        except TypeError:  # unhashable: pub_prefix() says what is wrong with it
-            entry = None
-        if entry is None:
+            entry = _pub_cache[subject]
+        except (KeyError, TypeError):  # new, or unhashable: pub_prefix() checks it
             entry = pub_prefix(subject)
         if headers is None and type(data) is bytes:
             size = len(data)
