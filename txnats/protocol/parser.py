@@ -281,8 +281,14 @@ class Parser:
                 if end + 2 <= n:
                     if buf[end : end + 2] != b"\r\n":
                         raise ProtocolError("payload not followed by CRLF")
-                    data = buf[start:end] if is_bytes else bytes(buf[start:end])
-                    append(Msg(subject, reply, data, None, sid))
+                    msg = new_msg(Msg)  # as above: no __init__ call
+                    msg.subject = subject
+                    msg.reply = reply
+                    msg.data = buf[start:end] if is_bytes else bytes(buf[start:end])
+                    msg.headers = None
+                    msg.sid = sid
+                    msg._client = None
+                    append(msg)
                     pos = scan = end + 2
                 else:
                     self._pending = (subject, sid, reply, -1, total)
