@@ -20,6 +20,7 @@ from twisted.internet.defer import gatherResults
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
+import txnats
 from txnats.testing import NatsServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,6 +166,41 @@ class CommandLineTests(TestCase):
         self.assertGreater(result["msgs_per_sec"], 0)
 
 
+class JetStreamBenchTests(TestCase):
+    """``txnats bench js-pub|kv|obj`` against a server with JetStream."""
+
+    timeout = 120
+
+    def setUp(self) -> None:
+        self.server = NatsServer(jetstream=True).start()
+        self.addCleanup(self.server.stop)
+
+    async def bench(self, *args: str) -> dict[str, Any]:
+        run = await deferToThread(_txnats, "bench", *args, "--json", "--server", self.server.url)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        result: dict[str, Any] = json.loads(run.stdout)
+        self.assertEqual(result["client"], "txnats")
+        self.assertEqual(result["workload"], args[0])
+        return result
+
+    async def test_js_pub_kv_obj(self) -> None:
+        """Each JetStream workload reports its rates, and leaves no stream behind."""
+        js = await self.bench("js-pub", "--msgs", "2000")
+        self.assertEqual(js["msgs"], 2000)
+        self.assertGreater(js["msgs_per_sec"], 0)
+        kv = await self.bench("kv", "--msgs", "200")
+        self.assertGreater(kv["put_ops_per_sec"], 0)
+        self.assertGreater(kv["get_ops_per_sec"], 0)
+        obj = await self.bench("obj", "--msgs", "2", "--size", str(300_000))
+        self.assertEqual((obj["msgs"], obj["size"]), (2, 300_000))
+        self.assertGreater(obj["mb_per_sec"], 0)
+        nc = await txnats.connect(reactor, self.server.url)
+        try:
+            self.assertEqual(await nc.jetstream().stream_names(), [])
+        finally:
+            await nc.close()
+
+
 class ErrorAndHelpTests(TestCase):
     """What the command line does without a server: help, usage and connection errors."""
 
@@ -216,3 +252,5 @@ class CompareTests(TestCase):
         self.assertIn("txnats", run.stdout)
         self.assertIn("nats-py", run.stdout)
         self.assertIn("txnats / nats-py", run.stdout)
+        for row in ("JetStream publish_async", "KV put", "KV get", "object get"):
+            self.assertIn(row, run.stdout)
