@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.test_connection import FakeHandler
 from txnats.connection import NatsProtocol
+from txnats.errors import ConnectError
 
 
 class EagerWriteTests(TestCase):
@@ -23,6 +24,8 @@ class EagerWriteTests(TestCase):
         listener.listen(1)
         port = listener.getsockname()[1]
         proto = NatsProtocol(FakeHandler(), reactor)
+        # No handshake happens here: closing fails it, which is expected.
+        proto.handshake.addErrback(lambda f: f.trap(ConnectError))
         await connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", port), proto)
         self.addCleanup(proto.transport.loseConnection)  # type: ignore[union-attr]
         peer, _ = listener.accept()
