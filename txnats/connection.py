@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-from twisted.internet import tcp
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
 from twisted.internet.protocol import Protocol
@@ -119,7 +118,6 @@ class NatsProtocol(Protocol):
         self.tls_wanted = tls_wanted
         #: TLS started before INFO (the endpoint is wrapped in TLS already).
         self.tls_active = tls_first
-        self._eager_transport: tcp.Connection | None = None
         self.clock = clock
         self.ping_interval = ping_interval
         self.max_pings_out = max_pings_out
@@ -162,8 +160,6 @@ class NatsProtocol(Protocol):
             except OSError:  # pragma: no cover - e.g. a UNIX socket
                 pass
         transport.registerProducer(self, True)  # type: ignore[attr-defined]
-        # A plain TCP transport can be asked to send at once (see flush_now).
-        self._eager_transport = transport if isinstance(transport, tcp.Connection) else None
 
     def connectionLost(self, reason: Failure = Failure(ConnectionClosedError())) -> None:  # noqa: B008
         self.lost = True
@@ -440,15 +436,6 @@ class NatsProtocol(Protocol):
         out.clear()  # the same list object for the whole connection (the client appends to it)
         self.out_bytes = 0
         self.transport.write(data)
-        eager = self._eager_transport
-        if eager is not None and not self.tls_active and not eager.disconnecting:
-            # Send now rather than on the reactor's next "writable" event: one pass of
-            # the event loop less per hop, which is most of a request's latency on
-            # loopback. doWrite() is the transport's IWriteDescriptor method, the one the
-            # reactor would call; what it cannot send now stays queued for the reactor,
-            # and an error it meets is left to the reactor too (the socket stays
-            # registered for writing, fails again there, and the reactor disconnects).
-            eager.doWrite()  # type: ignore[no-untyped-call]
         self.handler.outbound_drained()
 
     # IPushProducer: the transport's send buffer is full / has room again.
