@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 from txnats.errors import (
     API_ERRORS,
     APIError,
+    BucketNotFoundError,
     ConnectionClosedError,
     InvalidArgumentError,
     JetStreamError,
@@ -30,6 +31,7 @@ from txnats.errors import (
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
+    StreamNotFoundError,
     TimeoutError,
     TooManyStalledMsgsError,
 )
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from txnats.jetstream.object_store import ObjectStore
     from txnats.jetstream.pull import PullConsumer
 
-__all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "check_name"]
+__all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "bucket_not_found", "check_name"]
 
 T = TypeVar("T")
 
@@ -68,6 +70,20 @@ def api_error(resp: Mapping[str, Any]) -> APIError:
     err_code = int(err.get("err_code") or 0)
     cls = API_ERRORS.get(err_code, APIError)
     return cls(str(err.get("description", "unknown error")), int(err.get("code") or 0), err_code)
+
+
+def bucket_not_found(what: str) -> Callable[[Failure], Failure]:
+    """An errback turning :class:`StreamNotFoundError` into :class:`BucketNotFoundError`
+    (``no <what>``), for the stores whose buckets are streams."""
+
+    def errback(f: Failure) -> Failure:
+        if f.check(StreamNotFoundError):
+            err = BucketNotFoundError(f"no {what}")
+            err.__cause__ = f.value
+            return Failure(err)
+        return f
+
+    return errback
 
 
 @dataclass(slots=True)

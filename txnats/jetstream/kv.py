@@ -51,7 +51,7 @@ from txnats.errors import (
     SubscriptionClosedError,
     TimeoutError,
 )
-from txnats.jetstream.context import RawStreamMsg
+from txnats.jetstream.context import RawStreamMsg, bucket_not_found
 from txnats.jetstream.ordered import OrderedConsumer
 from txnats.protocol.headers import Headers
 
@@ -330,7 +330,9 @@ class KeyValue:
                 raise KeyValueError(f"stream KV_{bucket} is not a key-value bucket")
             return cls(js, bucket, info)
 
-        return js.stream_info(f"KV_{bucket}").addCallbacks(bound, _bucket_not_found(bucket))
+        return js.stream_info(f"KV_{bucket}").addCallbacks(
+            bound, bucket_not_found(f"key-value bucket {bucket!r}")
+        )
 
     @classmethod
     def create_bucket(
@@ -386,7 +388,7 @@ class KeyValue:
             )
 
         return self.js.stream_info(self.stream).addCallbacks(
-            to_status, _bucket_not_found(self.bucket)
+            to_status, bucket_not_found(f"key-value bucket {self.bucket!r}")
         )
 
     # ------------------------------------------------------------------ reads
@@ -608,17 +610,6 @@ class KeyValue:
         return Deferred.fromCoroutine(run())
 
 
-def _bucket_not_found(bucket: str) -> Callable[[Failure], Failure]:
-    def errback(f: Failure) -> Failure:
-        if f.check(StreamNotFoundError):
-            err = BucketNotFoundError(f"no key-value bucket {bucket!r}")
-            err.__cause__ = f.value
-            return Failure(err)
-        return f
-
-    return errback
-
-
 # ---------------------------------------------------------------------- watching
 class _End:
     """What a waiting reader gets when the watcher stops."""
@@ -677,7 +668,7 @@ class KeyWatcher:
 
         def failed(f: Failure) -> Failure:
             self.stop()
-            return _bucket_not_found(self.kv.bucket)(f)
+            return bucket_not_found(f"key-value bucket {self.kv.bucket!r}")(f)
 
         return self._consumer.start().addCallbacks(started, failed)
 

@@ -42,6 +42,7 @@ from txnats.errors import (
     StreamNotFoundError,
     TooManyStalledMsgsError,
 )
+from txnats.jetstream.context import bucket_not_found
 from txnats.jetstream.msg import JsMsg
 from txnats.jetstream.ordered import OrderedConsumer
 from txnats.nuid import next_nuid
@@ -342,12 +343,9 @@ class ObjectStore:
             cfg = info.get("config") or {}
             return cls(js, bucket, direct=bool(cfg.get("allow_direct", False)))
 
-        def missing(f: Failure) -> Failure:
-            if f.check(StreamNotFoundError):
-                return Failure(BucketNotFoundError(f"no object store {bucket!r}"))
-            return f
-
-        return js.stream_info(f"OBJ_{bucket}").addCallbacks(bound, missing)
+        return js.stream_info(f"OBJ_{bucket}").addCallbacks(
+            bound, bucket_not_found(f"object store {bucket!r}")
+        )
 
     @classmethod
     def create(
@@ -799,12 +797,9 @@ class ObjectStore:
         return self._stream_info().addCallback(build)
 
     def _stream_info(self) -> Deferred[dict[str, Any]]:
-        def missing(f: Failure) -> Failure:
-            if f.check(StreamNotFoundError):
-                return Failure(BucketNotFoundError(f"no object store {self.bucket!r}"))
-            return f
-
-        return self.js.stream_info(self.stream).addErrback(missing)
+        return self.js.stream_info(self.stream).addErrback(
+            bucket_not_found(f"object store {self.bucket!r}")
+        )
 
     def seal(self) -> Deferred[ObjectStoreStatus]:
         """Seal the bucket: no object may be put, changed or deleted any more."""
