@@ -2,9 +2,10 @@
 
 It frames bytes through the sans-IO :class:`~txnats.protocol.parser.Parser`, runs the
 handshake (INFO -> CONNECT + PING -> PONG), keeps PING/PONG liveness, coalesces writes
-into one ``transport.write`` per reactor turn, and applies flow control both ways: it is
-a push producer for its transport (a full send buffer pauses our writes), and it can
-pause reading from the socket when a back-pressure subscription is full.
+into one ``transport.write`` per reactor turn (a small one is sent at once), and applies
+flow control both ways: it is a push producer for its transport (a full send buffer
+pauses our writes), and it can pause reading from the socket when a back-pressure
+subscription is full.
 
 It never runs user code itself: events go to its :class:`ConnectionHandler` (the
 client), which queues the work and runs it once a whole read has been parsed and
@@ -454,9 +455,9 @@ class NatsProtocol(Protocol):
             # it now rather than on the reactor's next "writable" event, which saves
             # a pass of the event loop per hop. doWrite() is what the reactor would
             # call; what it cannot send stays queued for the reactor, and an error it
-            # meets is left to the reactor too. A big flush is throughput-bound and
-            # waits for the reactor, which first notices a reset the socket saw: a
-            # dead connection takes at most EAGER_WRITE_MAX bytes more with it.
+            # meets is left to the reactor too. A big flush (bulk publishing) is
+            # throughput-bound and waits for the reactor as before, so a socket that
+            # has just died can swallow no more of it than it could without this.
             eager.doWrite()  # type: ignore[no-untyped-call]
         self.handler.outbound_drained()
 
