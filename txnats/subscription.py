@@ -136,15 +136,6 @@ class Subscription:
             self._scheduled = True
             self._client.schedule(self._turn)
 
-    def _take(self) -> Msg:
-        msg = self._mailbox.popleft()
-        self.pending_msgs -= 1
-        self.pending_bytes -= len(msg.data)
-        self.delivered += 1
-        if self._slow or self.backpressure:
-            self._below_low_water()
-        return msg
-
     def _below_low_water(self) -> None:
         """End a slow-consumer episode, or resume reading, once the mailbox is half empty."""
         if (
@@ -167,13 +158,14 @@ class Subscription:
             waiters = self._waiters
             while mailbox and waiters:
                 w = waiters.popleft()
-                w.callback(self._take())
+                # (_take_next's end check waits for _running to drop, below.)
+                w.callback(self._take_next())
             handler = self._handler
             if handler is not None:
                 n = 0
                 popleft = mailbox.popleft
                 while mailbox and self._inflight < self.concurrency and self._state != _CLOSED:
-                    # self._take(), inlined: this loop runs once per message.
+                    # self._take_next(), inlined: this loop runs once per message.
                     msg = popleft()
                     self.pending_msgs -= 1
                     self.pending_bytes -= len(msg.data)
@@ -353,8 +345,6 @@ class Subscription:
 
     def _take_next(self) -> Msg:
         """Hand the next queued message to a reader; end the subscription if it was the last."""
-        # _take() inlined, with the end check: one call less per message (__anext__
-        # has a copy of this, for the same reason).
         msg = self._mailbox.popleft()
         self.pending_msgs -= 1
         self.pending_bytes -= len(msg.data)
