@@ -7,6 +7,7 @@ import socket
 
 from twisted.internet import reactor
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+from twisted.internet.ssl import optionsForClientTLS
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -48,6 +49,19 @@ class EagerWriteTests(TestCase):
         proto, peer = await self.connected()
         peer.setblocking(False)
         proto.write(b"x" * (EAGER_WRITE_MAX + 1))
+        proto.flush_now()
+        with self.assertRaises(BlockingIOError):
+            peer.recv(100)
+
+    async def test_no_eager_write_once_tls_started(self) -> None:
+        """After the upgrade to TLS the transport is left to the reactor: the TLS
+        layer's own bytes (its ClientHello) and ours are not in the socket before the
+        reactor runs."""
+        proto, peer = await self.connected()
+        peer.setblocking(False)
+        proto.tls_creator = lambda: optionsForClientTLS("localhost")
+        self.assertTrue(proto._start_tls({"tls_required": True}))
+        proto.write(b"PING\r\n")
         proto.flush_now()
         with self.assertRaises(BlockingIOError):
             peer.recv(100)

@@ -122,7 +122,7 @@ class NatsProtocol(Protocol):
         self.tls_wanted = tls_wanted
         #: TLS started before INFO (the endpoint is wrapped in TLS already).
         self.tls_active = tls_first
-        #: The transport when it is plain TCP (small flushes are sent at once).
+        #: The transport while it is plain TCP, no TLS (small flushes are sent at once).
         self._eager: tcp.Connection | None = None
         self.clock = clock
         self.ping_interval = ping_interval
@@ -166,7 +166,7 @@ class NatsProtocol(Protocol):
             except OSError:  # pragma: no cover - e.g. a UNIX socket
                 pass
         transport.registerProducer(self, True)  # type: ignore[attr-defined]
-        if isinstance(transport, tcp.Connection):
+        if isinstance(transport, tcp.Connection) and not self.tls_active:
             self._eager = transport
 
     def connectionLost(self, reason: Failure = Failure(ConnectionClosedError())) -> None:  # noqa: B008
@@ -353,6 +353,7 @@ class NatsProtocol(Protocol):
             return False
         start(creator)
         self.tls_active = True
+        self._eager = None  # TLS now sits between us and the socket
         return True
 
     def _on_pong(self) -> None:
@@ -445,12 +446,7 @@ class NatsProtocol(Protocol):
         self.out_bytes = 0
         self.transport.write(data)
         eager = self._eager
-        if (
-            eager is not None
-            and len(data) <= EAGER_WRITE_MAX
-            and not self.tls_active
-            and not eager.disconnecting
-        ):
+        if eager is not None and len(data) <= EAGER_WRITE_MAX and not eager.disconnecting:
             # A small flush (a request, a reply, a few publishes) is latency-bound: send
             # it now rather than on the reactor's next "writable" event, which saves
             # a pass of the event loop per hop. doWrite() is what the reactor would
