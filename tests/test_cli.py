@@ -12,16 +12,19 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SkipTest, TestCase
 
 import txnats
 from txnats.testing import NatsServer
+
+from ._shared_server import ServerPerClass
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,6 +80,72 @@ class _Background:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()
+
+
+class _OnTerminal:
+    """``txnats bench ...`` with its stdout on a pseudo-terminal, so that it draws its
+    progress bar as it does for a user; stderr is a pipe (``Listening on`` and errors).
+    """
+
+    def __init__(self, *args: str) -> None:
+        import pty
+
+        master, slave = pty.openpty()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "txnats", "bench", *args], stdout=slave,
+                stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            os.close(slave)
+        self._master = master
+        self._screen = bytearray()
+        self._reader = threading.Thread(target=self._read_screen, daemon=True)
+        self._reader.start()
+        self.stderr_lines: list[str] = []
+
+    def _read_screen(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self._master, 65536)
+                if not chunk:
+                    return
+                self._screen += chunk
+        except OSError:  # EIO: the child closed the terminal's last descriptor
+            return
+
+    def wait_for_stderr(self, marker: str) -> bool:
+        """Read stderr until a line holds ``marker`` (True) or the stream ends (False)."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+            if marker in line:
+                return True
+        return False
+
+    def finish(self) -> tuple[int, str, str]:
+        """Wait (bounded) for the command to exit: its status, screen and stderr."""
+        try:
+            _out, err = self.proc.communicate(timeout=RUN_TIMEOUT)
+        finally:
+            self.kill()
+        self._reader.join(10)
+        screen = bytes(self._screen).decode("utf-8", "replace")
+        return self.proc.returncode, screen, "".join(self.stderr_lines) + (err or "")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        if self._master >= 0:
+            self._reader.join(10)
+            os.close(self._master)
+            self._master = -1
+
+
+def _bench_on_terminal(*args: str) -> tuple[int, str, str]:
+    return _OnTerminal(*args).finish()
 
 
 def _closed_port() -> int:
@@ -254,3 +323,122 @@ class CompareTests(TestCase):
         self.assertIn("txnats / nats-py", run.stdout)
         for row in ("JetStream publish_async", "KV put", "KV get", "object get"):
             self.assertIn(row, run.stdout)
+
+
+#: Tiny arguments for each ``txnats bench`` workload, and the line its result starts
+#: with. ``BenchOnTerminalTests`` runs every one of them with the progress bar drawn.
+TERMINAL_RUNS: dict[str, tuple[tuple[str, ...], str]] = {
+    "pub": (("--msgs", "3000", "--size", "16"), "Pub stats:"),
+    "sub": (("--msgs", "500", "--size", "16"), "Sub stats:"),
+    "pubsub": (("--msgs", "2000", "--size", "16"), "Sub stats:"),
+    "req": (("--duration", "0.5"), "Req stats:"),
+    "fanout": (("--msgs", "1000", "--subs", "2"), "Sub stats:"),
+    "js-pub": (("--msgs", "500", "--size", "16"), "JetStream publish_async stats:"),
+    "kv": (("--msgs", "50", "--size", "16"), "KV stats:"),
+    "obj": (("--msgs", "1", "--size", "100000"), "Object store stats:"),
+}
+
+
+class BenchOnTerminalTests(ServerPerClass, TestCase):
+    """Every ``txnats bench`` workload run with its stdout on a pseudo-terminal, where
+    the progress bar is drawn (piped output, as in the other tests, hides the bar)."""
+
+    timeout = 120
+    server_options = {"jetstream": True}
+
+    def setUp(self) -> Any:
+        if sys.platform == "win32":  # pragma: no cover
+            raise SkipTest("needs a pseudo-terminal")
+        return super().setUp()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def check(self, workload: str, code: int, screen: str, err: str) -> None:
+        """The run ended well: status 0, the bar drawn and complete, the result shown."""
+        _args, stats = TERMINAL_RUNS[workload]
+        self.assertEqual(code, 0, f"{workload}: exit {code}\n{screen[-1500:]}\n{err[-3000:]}")
+        self.assertIn("\x1b[K", screen, f"{workload}: no progress bar drawn: {screen!r}")
+        self.assertIn("100.0%", screen, f"{workload}: the bar never reached 100%: {screen!r}")
+        self.assertIn(stats, screen, f"{workload}: no result printed: {screen!r}")
+        self.assertNotIn("Traceback", err)
+        self.assertNotIn("Unhandled", err)
+
+    async def run_on_terminal(self, workload: str, *extra: str) -> None:
+        args, _stats = TERMINAL_RUNS[workload]
+        subject = f"tty.{workload}"
+        code, screen, err = await deferToThread(
+            _bench_on_terminal, workload, *args, *extra, "--subject", subject,
+            "--server", self.url,
+        )
+        self.check(workload, code, screen, err)
+
+    def test_every_workload_is_covered(self) -> None:
+        """The workloads run here are exactly those ``txnats bench --help`` lists, so a
+        new workload cannot go without a test of its progress display."""
+        from txnats._bench import WORKLOADS
+
+        self.assertEqual(sorted(TERMINAL_RUNS), sorted(WORKLOADS))
+
+    async def test_pub(self) -> None:
+        """``bench pub`` on a terminal draws its bar and prints its result."""
+        await self.run_on_terminal("pub")
+
+    async def test_pubsub(self) -> None:
+        """``bench pubsub`` on a terminal draws its bar and prints its result."""
+        await self.run_on_terminal("pubsub")
+
+    async def test_fanout(self) -> None:
+        """``bench fanout`` on a terminal draws its bar and prints its result."""
+        await self.run_on_terminal("fanout")
+
+    async def test_req_duration(self) -> None:
+        """``bench req --duration`` on a terminal (the bar counts seconds) ends after
+        the duration with its result, instead of failing with a NameError from the
+        progress callback."""
+        await self.run_on_terminal("req")
+
+    async def test_req_duration_inflight(self) -> None:
+        """``bench req --duration --inflight 20`` on a terminal prints its result."""
+        await self.run_on_terminal("req", "--inflight", "20")
+
+    async def test_req_msgs(self) -> None:
+        """``bench req --msgs`` on a terminal (the bar counts requests) prints its
+        result."""
+        code, screen, err = await deferToThread(
+            _bench_on_terminal, "req", "--msgs", "300", "--subject", "tty.req-msgs",
+            "--server", self.url,
+        )
+        self.check("req", code, screen, err)
+
+    async def test_sub(self) -> None:
+        """``bench sub`` on a terminal receives what another process publishes, draws
+        its bar and prints its result."""
+        args, _stats = TERMINAL_RUNS["sub"]
+        term = _OnTerminal("sub", *args, "--subject", "tty.sub", "--server", self.url)
+        self.addCleanup(term.kill)
+        listening = await deferToThread(term.wait_for_stderr, "Listening on [tty.sub]")
+        if not listening:
+            term.kill()
+            self.fail(f"bench sub never listened: {''.join(term.stderr_lines)}")
+        pub = await deferToThread(
+            _txnats, "bench", "pub", *args, "--subject", "tty.sub", "--server", self.url,
+            "--no-progress",
+        )
+        self.assertEqual(pub.returncode, 0, pub.stderr)
+        code, screen, err = await deferToThread(term.finish)
+        self.check("sub", code, screen, err)
+
+    async def test_js_pub(self) -> None:
+        """``bench js-pub`` on a terminal draws its bar and prints its result."""
+        await self.run_on_terminal("js-pub")
+
+    async def test_kv(self) -> None:
+        """``bench kv`` on a terminal draws its bar and prints its result."""
+        await self.run_on_terminal("kv")
+
+    async def test_obj(self) -> None:
+        """``bench obj`` on a terminal draws its bar and prints its result."""
+        await self.run_on_terminal("obj")

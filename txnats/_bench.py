@@ -565,12 +565,19 @@ async def bench_req(
                 await request(subject, payload, timeout)
                 append(perf() - t0)
 
+        # The progress callback reads the start time from this list: a sink may call it
+        # as soon as begin() is given it (the terminal bar draws at once), before the
+        # clock below starts.
+        started = [perf()]
         if progress is not None:
             if duration is not None:
-                progress.begin("Requesting", duration, lambda: min(duration, perf() - start))
+                span = duration
+                progress.begin(
+                    "Requesting", span, lambda: min(span, max(0.0, perf() - started[0]))
+                )
             else:
                 progress.begin("Requesting", msgs or 0, lambda: len(latencies))
-        start = perf()
+        start = started[0] = perf()
         deadline[0] = start + (duration or 0.0)
         try:
             everything = gatherResults(
