@@ -61,8 +61,8 @@ class ReconnectKeepsWorkTests(ClientTestMixin, SynchronousTestCase):
         for i in range(3000):
             client.publish("a", b"%04d" % i)
         server.lose()
-        self.assertEqual(client._reconnect_msgs, 3000)
-        self.assertLessEqual(len(client._reconnect_buf) + bool(client._reconnect_tail), 3)
+        self.assertEqual(client._reconnect_buf.msgs, 3000)
+        self.assertLessEqual(client._reconnect_buf.blocks, 3)
         self.clock.advance(3)
         new = self.accept(reset=False)
         self.clock.advance(0)

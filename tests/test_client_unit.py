@@ -31,6 +31,7 @@ from txnats.errors import (
     ConnectionClosedError,
     ConnectionDrainingError,
     FlushTimeoutError,
+    HandlerError,
     InvalidArgumentError,
     MaxPayloadError,
     NoRespondersError,
@@ -433,7 +434,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         client, server = self.connected()
         self.assertRaises(BadSubjectError, client.subscribe, "a..b")
         self.assertRaises(BadSubjectError, client.subscribe, "a.>.b")
-        self.assertRaises(BadSubjectError, client.subscribe, "a", None, "bad queue")
+        self.assertRaises(BadSubjectError, client.subscribe, "a", None, queue="bad queue")
         self.clock.advance(0)
         self.assertEqual(server.transport.value(), b"")
         self.assertEqual(client.subscriptions, [])
@@ -514,7 +515,11 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         self.assertEqual(got, [b"1", b"2"])
         self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
-        self.assertEqual([type(e) for e in errors], [ZeroDivisionError])
+        self.assertEqual([type(e) for e in errors], [HandlerError])
+        # The subscription is named, and the handler's own exception is the cause.
+        self.assertEqual((errors[0].subject, errors[0].sid), ("a", 1))  # type: ignore[attr-defined]
+        self.assertIsInstance(errors[0].__cause__, ZeroDivisionError)
+        self.assertIn("'a' (sid 1)", str(errors[0]))
         self.assertTrue(client.is_connected)
 
     def test_pending_limits_drop_count_report_once(self) -> None:

@@ -35,6 +35,7 @@ from txnats import (
     BadSubjectError,
     ClientState,
     ConnectionClosedError,
+    HandlerError,
     Headers,
     MaxPayloadError,
     Msg,
@@ -602,7 +603,9 @@ class HandlerTests(ServerTestCase):
         await nc.flush(timeout=WAIT)  # error_cb runs in a scheduled turn
         self.assertEqual(seen.data, [b"a", b"b", b"c"])
         self.assertTrue(sub.is_active)
-        self.assertEqual([type(e) for e in errors], [ValueError, KeyError])
+        self.assertEqual([type(e) for e in errors], [HandlerError, HandlerError])
+        self.assertEqual([type(e.__cause__) for e in errors], [ValueError, KeyError])
+        self.assertEqual({(e.subject, e.sid) for e in errors}, {("h.error", sub.sid)})  # type: ignore[attr-defined]
         self.assertEqual(len(self.flushLoggedErrors(ValueError, KeyError)), 2)
 
 

@@ -326,14 +326,14 @@ class Figure2ReconnectBufferSweepTests(TestCase):
                     first_raise = fit + 1
                 else:
                     fit += 1
-            held = nc._reconnect_bytes
+            held = nc.pending_bytes
             for _ in range(3):  # and it keeps raising, queueing nothing
                 self.assertRaises(OutboundBufferFullError, nc.publish, "fig2", b"x" * payload)
             py_heap, _ = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
         rss_delta = rss_bytes() - rss_before
-        self.assertEqual(nc._reconnect_bytes, held)
+        self.assertEqual(nc.pending_bytes, held)
         self.assertEqual(nc.pending_bytes, held)
 
         log_mark = len(self.server.log_lines)

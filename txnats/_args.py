@@ -20,14 +20,14 @@ from __future__ import annotations
 import math
 from numbers import Real
 
-from txnats.errors import InvalidArgumentError
+from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = ["check_count", "check_delay", "check_timeout"]
 
 
 def _seconds(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise InvalidArgumentError(
+        raise InvalidArgumentTypeError(
             f"{name} must be a number of seconds, not {type(value).__name__}"
         )
     seconds = float(value)
@@ -45,7 +45,7 @@ def check_timeout(name: str, value: object, *, allow_none: bool = True) -> float
     if value is None:
         if allow_none:
             return None
-        raise InvalidArgumentError(f"{name} must be a number of seconds, not None")
+        raise InvalidArgumentTypeError(f"{name} must be a number of seconds, not None")
     seconds = _seconds(name, value)
     if math.isinf(seconds):
         hint = "; use None for no limit" if allow_none else ""
@@ -71,10 +71,11 @@ def check_delay(name: str, value: object) -> float:
 def check_count(name: str, value: object, *, minimum: int = 1) -> int:
     """Return ``value`` if it is an ``int`` (not a ``bool``) of at least ``minimum``.
 
-    :raises InvalidArgumentError: otherwise (floats, NaN and infinity included).
+    :raises InvalidArgumentError: otherwise (:class:`InvalidArgumentTypeError` for a
+        value that is not an ``int``: floats, NaN and infinity included).
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(
+        raise InvalidArgumentTypeError(
             f"{name} must be a whole number, not {type(value).__name__} {value!r}"
         )
     if value < minimum:

@@ -524,7 +524,7 @@ async def _cmd_reply(reactor: IReactorCore, args: argparse.Namespace) -> int:
         _status(f'[#{n}] Received on "{msg.subject}", answered')
 
     try:
-        sub = nc.subscribe(args.subject, answer, args.queue, max_msgs=args.count)
+        sub = nc.subscribe(args.subject, answer, queue=args.queue, max_msgs=args.count)
         await nc.flush(max(10.0, args.connect_timeout))
         queue = f" in queue group [{args.queue}]" if args.queue else ""
         _status(f"Listening on [{args.subject}]{queue}")

@@ -30,6 +30,8 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnats import __version__
+from txnats._args import check_count, check_delay, check_timeout
+from txnats._outbox import ReconnectBuffer, Refused
 from txnats.auth import Credentials
 from txnats.connection import NatsProtocol
 from txnats.errors import (
@@ -40,7 +42,8 @@ from txnats.errors import (
     CredentialsError,
     DrainTimeoutError,
     FlushTimeoutError,
-    InvalidArgumentError,
+    HeadersNotSupportedError,
+    InvalidArgumentTypeError,
     MaxPayloadError,
     NatsError,
     NoServersError,
@@ -83,11 +86,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_URL", "Client", "ClientState", "Options", "Statistics", "connect"]
 
 log = Logger()
-
-#: The reconnect buffer packs whole frames into blocks of about this size: a bytes object
-#: per frame would cost ~40 bytes of overhead each (3x the bound for small messages).
-_RECONNECT_BLOCK = 64 * 1024
-
 
 class ClientState:
     """The states of a client (plain strings, for logging)."""
@@ -133,12 +131,12 @@ class Client:
         *,
         rng: random.Random | None = None,
     ) -> None:
+        _check_reactor("Client", reactor)
         self._reactor = reactor
         clock: IReactorTime = reactor  # type: ignore[assignment]
         self._clock = clock
         self.options = opts = options or Options()
-        if opts.max_outbound_bytes <= 0 or opts.pending_msgs_limit <= 0:
-            raise InvalidArgumentError("limits must be positive")
+        _check_options(opts)
         self._rng = rng or random.Random()
         self._credentials = Credentials(
             user=opts.user,
@@ -176,12 +174,10 @@ class Client:
         self._reading = False
         self._blocked: set[int] = set()
         self._room_waiters: list[Deferred[None]] = []
-        # Reconnecting: frames to send once connected (whole frames, packed into blocks;
-        # the newest block still filling in _reconnect_tail), and flushes waiting for it.
-        self._reconnect_buf: list[bytes] = []
-        self._reconnect_tail = bytearray()
-        self._reconnect_bytes = 0
-        self._reconnect_msgs = 0
+        # Reconnecting: frames to send once connected, and flushes waiting for it.
+        self._reconnect_buf = ReconnectBuffer()
+        # Whether the server (the current one, or the last) accepts HPUB.
+        self._headers_supported = True
         self._offline_flushes: list[Deferred[None]] = []
         self._attempt_call: IDelayedCall | None = None
         self._attempt_d: Deferred[NatsProtocol] | None = None
@@ -270,7 +266,7 @@ class Client:
         """Bytes accepted by publish() that are not yet handed to the socket."""
         if self._proto is not None:
             return self._proto.out_bytes
-        return self._reconnect_bytes
+        return self._reconnect_buf.bytes
 
     # ================================================================== scheduling
     def schedule(self, fn: Callable[..., object], *args: object) -> None:
@@ -460,24 +456,7 @@ class Client:
             # Publishes accepted but never handed to the socket are kept, ahead of
             # anything published from now on (even past reconnect_buffer_size: they were
             # accepted); flushes wait for the next connection (or their timeout).
-            unsent = proto.take_unsent_publishes()
-            if unsent:
-                self._reconnect_msgs += len(unsent)
-                self._reconnect_bytes += sum(len(f) for f in unsent)
-                # Packed into blocks, as the offline buffer is: a bytes object per small
-                # frame would cost more than the frame.
-                blocks: list[bytes] = []
-                run: list[bytes] = []
-                size = 0
-                for frame in unsent:
-                    run.append(frame)
-                    size += len(frame)
-                    if size >= _RECONNECT_BLOCK:
-                        blocks.append(b"".join(run))
-                        run, size = [], 0
-                if run:
-                    blocks.append(b"".join(run))
-                self._reconnect_buf[:0] = blocks
+            self._reconnect_buf.prepend(proto.take_unsent_publishes())
             self._offline_flushes[:0] = proto.take_pending_pings()
             # wait_for_room() returns at once while disconnected: so do those pending now.
             self.outbound_drained()
@@ -628,23 +607,17 @@ class Client:
         self.server_info = proto.info
         mp = proto.info.get("max_payload")
         self._set_max_payload(mp if isinstance(mp, int) else DEFAULT_MAX_PAYLOAD)
+        self._headers_supported = bool(proto.info.get("headers", False))
         log.info("Connected to {url}", url=server)
         self._merge_discovered(proto.info)
         # Subscriptions first, then what was published while disconnected.
-        frames = []
-        for sub in self._subs.values():
-            frames.append(encode_sub(sub.subject, sub.sid, sub.queue))
-            if sub.max_msgs is not None:
-                frames.append(encode_unsub(sub.sid, sub.max_msgs - sub.received))
-        frames.extend(self._reconnect_buf)
-        if self._reconnect_tail:
-            frames.append(bytes(self._reconnect_tail))
+        frames = self._subscribe_frames()
+        blocks, refused = self._reconnect_buf.take(self._max_payload, self._headers_supported)
+        frames.extend(blocks)
         if frames:
             proto.write_many(frames, sum(len(f) for f in frames))
-        self._reconnect_buf = []
-        self._reconnect_tail = bytearray()
-        self._reconnect_bytes = 0
-        self._reconnect_msgs = 0
+        if refused.msgs:
+            self._report_refused(refused)
         for waiter in self._offline_flushes:
             proto.ping().chainDeferred(waiter)
         self._offline_flushes = []
@@ -657,6 +630,36 @@ class Client:
             self.schedule(self._call_user, "reconnected", self.options.reconnected_cb)
         if proto.info.get("ldm"):
             self.info_received(proto.info)
+
+    def _subscribe_frames(self) -> list[bytes]:
+        """SUB (and UNSUB with what is left of max_msgs) for every subscription."""
+        frames = []
+        for sub in self._subs.values():
+            frames.append(encode_sub(sub.subject, sub.sid, sub.queue))
+            if sub.max_msgs is not None:
+                frames.append(encode_unsub(sub.sid, sub.max_msgs - sub.received))
+        return frames
+
+    def _report_refused(self, refused: Refused) -> None:
+        """Report buffered publishes the new server would have refused (not sent)."""
+        parts = []
+        if refused.too_large:
+            parts.append(
+                f"{refused.too_large} over its max_payload of {self._max_payload} bytes "
+                f"({refused.too_large_bytes} bytes)"
+            )
+        if refused.with_headers:
+            parts.append(
+                f"{refused.with_headers} with headers, which it does not support "
+                f"({refused.with_headers_bytes} bytes)"
+            )
+        err = MaxPayloadError if refused.too_large else HeadersNotSupportedError
+        error = err(
+            f"{refused.msgs} publishes buffered while disconnected were not sent to "
+            f"{self.connected_url}: " + "; ".join(parts) + ". The others were sent."
+        )
+        log.warn("{error}", error=str(error))
+        self._report(error)
 
     def _merge_discovered(self, info: dict[str, Any]) -> None:
         urls = info.get("connect_urls")
@@ -741,8 +744,8 @@ class Client:
                         self._out_msgs += 1
                         self._out_bytes += size
                         return
-        frame, size = self._encode(entry[0][4:-1], data, reply, headers)
-        self._send(frame, size, len(data))
+        frame, size, payload = self._encode(entry[0][4:-1], data, reply, headers)
+        self._send(frame, size, payload)
 
     def _respond(
         self, reply: str, data: bytes, headers: HeaderInput | None
@@ -750,11 +753,11 @@ class Client:
         """Publish to a reply subject: validated, but never put in the subject cache."""
         subj = reply_subject(reply)
         if headers is None and type(data) is bytes:
-            size = len(data)
+            size = payload = len(data)
             frame = b"PUB %s %d\r\n%s\r\n" % (subj, size, data)
         else:
-            frame, size = self._encode(subj, data, None, headers)
-        self._send(frame, size, len(data))
+            frame, size, payload = self._encode(subj, data, None, headers)
+        self._send(frame, size, payload)
 
     def _send(self, frame: bytes, size: int, payload: int) -> None:
         """Queue an encoded PUB/HPUB frame (the tail of publish(), for the slower paths)."""
@@ -772,49 +775,51 @@ class Client:
                 )
             proto.write(frame)
         else:
-            self._publish_offline(frame)
+            self._publish_offline(frame, size)
         self._out_msgs += 1
         self._out_bytes += payload
 
-    @staticmethod
     def _encode(
-        subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
-    ) -> tuple[bytes, int]:
-        """Encode PUB with a reply, or HPUB; return the frame and the message size."""
+        self, subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
+    ) -> tuple[bytes, int, int]:
+        """Encode PUB with a reply, or HPUB; return the frame, the message size (headers
+        included) and the payload's size in bytes."""
         if type(data) is not bytes:
             if not isinstance(data, (bytes, bytearray, memoryview)):
-                raise InvalidArgumentError(f"data must be bytes, not {type(data).__name__}")
-            data = bytes(data)
+                raise InvalidArgumentTypeError(
+                    f"data must be bytes, not {type(data).__name__}"
+                )
+            data = bytes(data)  # (a memoryview's len() counts items, not bytes)
+        n = len(data)
         if headers is None:
             if reply is None:
-                return b"PUB %s %d\r\n%s\r\n" % (subj, len(data), data), len(data)
+                return b"PUB %s %d\r\n%s\r\n" % (subj, n, data), n, n
             rep = reply_subject(reply)
-            return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, len(data), data), len(data)
+            return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, n, data), n, n
+        if not self._headers_supported:
+            raise HeadersNotSupportedError(
+                f"the server ({self.connected_url or 'last connected'}) does not support "
+                "headers; the message was not sent"
+            )
         hdr = encode_headers(headers)
         rep = b"" if reply is None else reply_subject(reply) + b" "
         hl = len(hdr)
-        total = hl + len(data)
-        return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, total, hdr, data), total
+        total = hl + n
+        return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, total, hdr, data), total, n
 
-    def _publish_offline(self, frame: bytes) -> None:
+    def _publish_offline(self, frame: bytes, size: int) -> None:
         state = self._state
         if state == _S.CLOSED:
             raise ConnectionClosedError("client is closed")
         if state == _S.DRAINING_PUBS:
             raise ConnectionDrainingError("client is draining")
         limit = self.options.reconnect_buffer_size
-        if self._reconnect_bytes + len(frame) > limit:
+        buf = self._reconnect_buf
+        if buf.bytes + len(frame) > limit:
             raise OutboundBufferFullError(
-                f"reconnect buffer full ({self._reconnect_bytes} of {limit} bytes) "
-                "while disconnected"
+                f"reconnect buffer full ({buf.bytes} of {limit} bytes) while disconnected"
             )
-        tail = self._reconnect_tail
-        tail += frame
-        self._reconnect_bytes += len(frame)
-        self._reconnect_msgs += 1
-        if len(tail) >= _RECONNECT_BLOCK:
-            self._reconnect_buf.append(bytes(tail))
-            self._reconnect_tail = bytearray()
+        buf.append(frame, size)
 
     def wait_for_room(self) -> Deferred[None]:
         """Fire when the outbound buffer has been handed to the socket.
@@ -836,8 +841,8 @@ class Client:
         self,
         subject: str,
         handler: Handler | None = None,
-        queue: str | None = None,
         *,
+        queue: str | None = None,
         max_msgs: int | None = None,
         pending_msgs_limit: int | None = None,
         pending_bytes_limit: int | None = None,
@@ -850,16 +855,35 @@ class Client:
         result is awaited before the next; ``concurrency`` > 1 allows that many at once).
         Without one, read with ``await sub.next_msg()`` or ``async for msg in sub``.
         ``backpressure=True`` pauses reading from the socket while the mailbox is full
-        instead of dropping messages.
+        instead of dropping messages. Every argument after ``handler`` is keyword-only
+        (``subscribe(subject, handler, queue="workers")``).
+
+        Raises, having changed nothing: :class:`BadSubjectError` for a bad subject or
+        queue name, :class:`InvalidArgumentTypeError` for a handler that is not
+        callable, :class:`InvalidArgumentError` for a limit or count below 1,
+        :class:`ConnectionClosedError` or :class:`ConnectionDrainingError`.
         """
+        if handler is not None and not callable(handler):
+            raise InvalidArgumentTypeError(
+                f"handler must be callable, not {type(handler).__name__} {handler!r}"
+                + (" (the queue group is a keyword argument: queue=...)"
+                   if isinstance(handler, str) else "")
+            )
+        concurrency = check_count("concurrency", concurrency)
+        if max_msgs is not None:
+            check_count("max_msgs", max_msgs)
+        if pending_msgs_limit is None:
+            pending_msgs_limit = self.options.pending_msgs_limit
+        else:
+            check_count("pending_msgs_limit", pending_msgs_limit)
+        if pending_bytes_limit is None:
+            pending_bytes_limit = self.options.pending_bytes_limit
+        else:
+            check_count("pending_bytes_limit", pending_bytes_limit)
         if self._state == _S.CLOSED:
             raise ConnectionClosedError("client is closed")
         if self.is_draining:
             raise ConnectionDrainingError("client is draining")
-        if concurrency < 1:
-            raise InvalidArgumentError("concurrency must be at least 1")
-        if max_msgs is not None and max_msgs <= 0:
-            raise InvalidArgumentError("max_msgs must be positive")
         sid = self._next_sid + 1
         frame = encode_sub(subject, sid, queue)  # validates subject and queue
         self._next_sid = sid
@@ -870,8 +894,8 @@ class Client:
             queue,
             handler,
             max_msgs=max_msgs,
-            pending_msgs_limit=pending_msgs_limit or self.options.pending_msgs_limit,
-            pending_bytes_limit=pending_bytes_limit or self.options.pending_bytes_limit,
+            pending_msgs_limit=pending_msgs_limit,
+            pending_bytes_limit=pending_bytes_limit,
             concurrency=concurrency,
             backpressure=backpressure,
         )
@@ -955,8 +979,10 @@ class Client:
         :class:`ConnectionClosedError` if the client closes first. Cancelling the
         Deferred withdraws the request; a response arriving later is dropped.
         """
-        if timeout is not None and timeout <= 0:
-            return fail(InvalidArgumentError("timeout must be positive"))
+        try:
+            timeout = check_timeout("timeout", timeout)
+        except NatsError as e:
+            return fail(e)
         if self._state == _S.CLOSED:
             return fail(ConnectionClosedError("client is closed"))
         mux = self._mux
@@ -976,8 +1002,10 @@ class Client:
                 size = len(data)
                 frame = b"PUB %s %s %d\r\n%s\r\n" % (subj, reply.encode(), size, data)
             else:
-                frame, size = self._encode(subj, data, reply, headers)
-            self._send(frame, size, len(data))
+                frame, size, payload = self._encode(subj, data, reply, headers)
+                self._send(frame, size, payload)
+                return d
+            self._send(frame, size, size)
         except NatsError as e:
             mux.forget(reply)
             return fail(e)
@@ -1013,6 +1041,10 @@ class Client:
         While reconnecting, waits for the reconnection (within ``timeout``). Fails with
         :class:`FlushTimeoutError` or :class:`ConnectionClosedError`.
         """
+        try:
+            timeout = check_timeout("timeout", timeout)
+        except NatsError as e:
+            return fail(e)
         if self._state == _S.CLOSED:
             return fail(ConnectionClosedError("client is closed"))
         proto = self._proto
@@ -1145,17 +1177,15 @@ class Client:
             waiter.errback(closed)
         self._offline_flushes = []
         self._room_waiters = []
-        if self._reconnect_bytes:
+        buf = self._reconnect_buf
+        if buf.bytes:
             lost = ConnectionClosedError(
-                f"closed while disconnected: {self._reconnect_msgs} buffered publishes "
-                f"({self._reconnect_bytes} bytes) were never sent"
+                f"closed while disconnected: {buf.msgs} buffered publishes "
+                f"({buf.bytes} bytes) were never sent"
             )
             log.warn("{error}", error=str(lost))
             self._report(lost)
-        self._reconnect_buf = []
-        self._reconnect_tail = bytearray()
-        self._reconnect_bytes = 0
-        self._reconnect_msgs = 0
+        buf.clear()
         proto = self._proto
         if proto is not None and not proto.lost:
             proto.close()  # connection_lost() finishes the close
@@ -1191,6 +1221,37 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<txnats.Client {self._state} {self.connected_url or ''}>"
+
+
+def _check_reactor(what: str, reactor: object) -> None:
+    """Refuse a first argument that is not a reactor (``connect("nats://...")``)."""
+    if isinstance(reactor, (str, bytes)) or not callable(getattr(reactor, "callLater", None)):
+        raise InvalidArgumentTypeError(
+            f"{what}(reactor, servers, ...): the first argument must be a reactor, "
+            f"not {type(reactor).__name__}"
+        )
+
+
+def _check_options(opts: Options) -> None:
+    """Check every number in ``opts`` (see :mod:`txnats._args`); raise on the first bad one."""
+    check_timeout("connect_timeout", opts.connect_timeout, allow_none=False)
+    check_delay("ping_interval", opts.ping_interval)  # 0: no PINGs
+    check_count("max_pings_out", opts.max_pings_out)
+    check_count("pending_msgs_limit", opts.pending_msgs_limit)
+    check_count("pending_bytes_limit", opts.pending_bytes_limit)
+    check_timeout("drain_timeout", opts.drain_timeout, allow_none=False)
+    check_count("max_outbound_bytes", opts.max_outbound_bytes)
+    check_count("max_reconnect_attempts", opts.max_reconnect_attempts, minimum=-1)  # -1: forever
+    check_delay("reconnect_wait", opts.reconnect_wait)
+    check_delay("reconnect_jitter", opts.reconnect_jitter)
+    check_count("reconnect_buffer_size", opts.reconnect_buffer_size, minimum=0)  # 0: none
+    for name in (
+        "error_cb", "disconnected_cb", "reconnected_cb", "closed_cb", "lame_duck_cb",
+        "discovered_servers_cb", "token_handler", "user_jwt_cb", "signature_cb",
+    ):
+        cb = getattr(opts, name)
+        if cb is not None and not callable(cb):
+            raise InvalidArgumentTypeError(f"{name} must be callable, not {type(cb).__name__}")
 
 
 def _chain(d: Deferred[None]) -> Deferred[None]:
@@ -1292,6 +1353,7 @@ def connect(
         disconnected_cb=disconnected_cb, reconnected_cb=reconnected_cb, closed_cb=closed_cb,
         lame_duck_cb=lame_duck_cb, discovered_servers_cb=discovered_servers_cb,
     )
+    _check_reactor("connect", reactor)  # a programming error: raised, not a failed Deferred
     try:
         client = Client(reactor, servers, opts)
     except NatsError as e:

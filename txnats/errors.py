@@ -23,7 +23,10 @@ __all__ = [
     "DigestMismatchError",
     "DrainTimeoutError",
     "FlushTimeoutError",
+    "HandlerError",
+    "HeadersNotSupportedError",
     "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "JetStreamError",
     "JetStreamNotEnabledError",
     "KeyDeletedError",
@@ -166,7 +169,39 @@ class NoReplySubjectError(NatsError):
 
 
 class InvalidArgumentError(NatsError, ValueError):
-    """An argument is of the wrong type or out of range (a timeout below zero, say)."""
+    """An argument is out of range (a timeout below zero, NaN, say) or of the wrong type.
+
+    The message names the argument. Raised at the call, before anything was sent or
+    queued and before any state changed.
+    """
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument is of the wrong type (a string where a reactor or a handler is due).
+
+    Both an :class:`InvalidArgumentError` and a ``TypeError``.
+    """
+
+
+class HeadersNotSupportedError(NatsError):
+    """A message with headers, but the server does not support headers.
+
+    Raised by ``publish()`` and ``request()`` (nothing is queued) when the server's INFO
+    says ``headers: false``; such a server would close the connection on the frame.
+    """
+
+
+class HandlerError(NatsError):
+    """A subscription's handler raised; reported to ``error_cb``.
+
+    The handler's own exception is the ``__cause__``; :attr:`subject` and :attr:`sid`
+    name the subscription.
+    """
+
+    def __init__(self, message: str, *, subject: str = "", sid: int = 0) -> None:
+        super().__init__(message)
+        self.subject = subject
+        self.sid = sid
 
 
 class TLSError(ConnectError):

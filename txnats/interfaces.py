@@ -66,8 +66,9 @@ class IClient(Interface):
     ) -> None:
         """Publish a message (buffered)."""
 
-    def subscribe(subject: str, handler: Any = None, queue: str | None = None) -> object:
-        """Subscribe; returns an ISubscription."""
+    def subscribe(subject: str, handler: Any = None, *, queue: str | None = None) -> object:
+        """Subscribe; returns an ISubscription (every argument after ``handler`` is
+        keyword-only)."""
 
     def request(
         subject: str, data: bytes = b"", timeout: float | None = 1.0, headers: Any = None

@@ -18,9 +18,9 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
+from txnats._args import check_count, check_timeout
 from txnats.errors import (
     ConnectionClosedError,
-    InvalidArgumentError,
     NatsError,
     NoRespondersError,
     SlowConsumerError,
@@ -198,10 +198,13 @@ def request_many(
     headers: HeaderInput | None = None,
 ) -> Deferred[list[Msg]]:
     """:meth:`txnats.Client.request_many`: a fresh inbox per call, on the client's public API."""
-    if timeout <= 0 or (stall is not None and stall <= 0):
-        return fail(InvalidArgumentError("timeout and stall must be positive"))
-    if max_msgs is not None and max_msgs <= 0:
-        return fail(InvalidArgumentError("max_msgs must be positive"))
+    try:
+        check_timeout("timeout", timeout, allow_none=False)
+        check_timeout("stall", stall)
+        if max_msgs is not None:
+            check_count("max_msgs", max_msgs)
+    except NatsError as e:
+        return fail(e)
     results: list[Msg] = []
     done: Deferred[list[Msg]] = Deferred(lambda _: finish(None))
     timers: dict[str, IDelayedCall] = {}

@@ -21,9 +21,11 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats._args import check_count, check_timeout
 from txnats.errors import (
     ConnectionClosedError,
     DrainTimeoutError,
+    HandlerError,
     InvalidArgumentError,
     NatsError,
     SlowConsumerError,
@@ -209,9 +211,14 @@ class Subscription:
             "Handler for {subject!r} (sid {sid}) raised", failure, subject=self.subject,
             sid=self.sid,
         )
-        err = failure.value
-        if not isinstance(err, Exception):
-            err = NatsError(str(err))
+        cause = failure.value
+        err = HandlerError(
+            f"handler for {self.subject!r} (sid {self.sid}) raised "
+            f"{type(cause).__name__}: {cause}",
+            subject=self.subject,
+            sid=self.sid,
+        )
+        err.__cause__ = cause
         self._client._report(err)
 
     # ------------------------------------------------------------------ ending
@@ -277,10 +284,9 @@ class Subscription:
 
     def auto_unsubscribe(self, max_msgs: int) -> None:
         """Unsubscribe after ``max_msgs`` messages in total (counting those received)."""
+        check_count("max_msgs", max_msgs)
         if self._state != _ACTIVE:
             raise SubscriptionClosedError(f"subscription {self.sid} is not active")
-        if max_msgs <= 0:
-            raise InvalidArgumentError("max_msgs must be positive")
         self.max_msgs = max_msgs
         if self.received >= max_msgs:
             self.unsubscribe()
@@ -292,7 +298,10 @@ class Subscription:
 
         With a ``timeout``, fails with :class:`DrainTimeoutError` if that takes longer
         (the subscription keeps draining; :meth:`unsubscribe` has already happened).
+        A ``timeout`` that is not a finite number above zero raises
+        :class:`InvalidArgumentError`, having changed nothing.
         """
+        timeout = check_timeout("timeout", timeout)
         if self._state == _CLOSED:
             return succeed(None)
         d = self.when_ended()
@@ -336,6 +345,7 @@ class Subscription:
         why it ended (``SubscriptionClosedError``, ``ConnectionClosedError``, or the
         server's ``PermissionViolationError``).
         """
+        timeout = check_timeout("timeout", timeout)
         if self._mailbox and not self._waiters and self._handler is None:
             return self._take_next()
         return await self._wait_next(timeout)
