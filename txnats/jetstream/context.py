@@ -19,6 +19,7 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
+from txnats._args import check_count, check_delay, check_timeout
 from txnats.errors import (
     API_ERRORS,
     APIError,
@@ -144,6 +145,7 @@ def _headers_for(
     expected_last_msg_id: str | None,
     ttl: float | None,
 ) -> HeaderInput | None:
+    """The headers of a publish; its numbers were checked by :func:`_check_publish_args`."""
     if (
         msg_id is None and expected_stream is None and expected_last_seq is None
         and expected_last_subject_seq is None and expected_last_msg_id is None and ttl is None
@@ -155,24 +157,46 @@ def _headers_for(
     if expected_stream is not None:
         h["Nats-Expected-Stream"] = expected_stream
     if expected_last_seq is not None:
-        h["Nats-Expected-Last-Sequence"] = str(int(expected_last_seq))
+        h["Nats-Expected-Last-Sequence"] = str(expected_last_seq)
     if expected_last_subject_seq is not None:
-        h["Nats-Expected-Last-Subject-Sequence"] = str(int(expected_last_subject_seq))
+        h["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_subject_seq)
     if expected_last_msg_id is not None:
         h["Nats-Expected-Last-Msg-Id"] = expected_last_msg_id
     if ttl is not None:
-        if not ttl >= 1:
-            raise InvalidArgumentError("ttl must be at least 1 second (the server's minimum)")
         h["Nats-TTL"] = f"{int(ttl)}s" if ttl == int(ttl) else f"{int(ttl * 1000)}ms"
     return h
+
+
+def _check_publish_args(
+    expected_last_seq: int | None, expected_last_subject_seq: int | None, ttl: float | None,
+) -> None:
+    """Check the numbers ``publish`` and ``publish_async`` share, before any header is
+    built or anything sent.
+
+    :raises InvalidArgumentError: an expected sequence that is not a whole number >= 0
+        (0: nothing stored yet), or a ``ttl`` that is not a finite number of seconds of
+        at least 1 (the server's minimum).
+    """
+    if expected_last_seq is not None:
+        check_count("expected_last_seq", expected_last_seq, minimum=0)
+    if expected_last_subject_seq is not None:
+        check_count("expected_last_subject_seq", expected_last_subject_seq, minimum=0)
+    if ttl is not None:
+        check_timeout("ttl", ttl)
+        if ttl < 1:
+            raise InvalidArgumentError(
+                f"ttl must be at least 1 second (the server's minimum), not {ttl!r}"
+            )
 
 
 class JetStreamContext:
     """JetStream for one client: ``nc.jetstream()`` or ``JetStreamContext(nc)``.
 
     ``domain`` or ``prefix`` (not both) select another JetStream domain or an imported
-    API (ADR-19). ``timeout`` bounds every API request and publish acknowledgement.
-    ``publish_async_max_pending`` bounds the publishes awaiting their acknowledgement.
+    API (ADR-19). ``timeout`` (seconds, finite and above zero) bounds every API request
+    and publish acknowledgement. ``publish_async_max_pending`` (at least 1) bounds the
+    publishes awaiting their acknowledgement. Both may be changed later; a bad value
+    raises :class:`InvalidArgumentError` and changes nothing.
     """
 
     def __init__(
@@ -186,23 +210,43 @@ class JetStreamContext:
     ) -> None:
         if prefix is not None and domain is not None:
             raise InvalidArgumentError("give a JetStream prefix or a domain, not both")
-        if timeout <= 0:
-            raise InvalidArgumentError("timeout must be positive")
-        if publish_async_max_pending < 1:
-            raise InvalidArgumentError("publish_async_max_pending must be at least 1")
+        check_timeout("timeout", timeout, allow_none=False)
+        self._timeout = float(timeout)
+        self._max_pending = check_count(
+            "publish_async_max_pending", publish_async_max_pending
+        )
         if domain:
             prefix = f"$JS.{domain}.API"
         self.client = client
         self.prefix = (prefix or "$JS.API").rstrip(".")
         self.domain = domain or ""
-        self.timeout = timeout
-        self.publish_async_max_pending = publish_async_max_pending
         self._low_water = publish_async_max_pending // 2
         self._async_pending = 0
         self._room_waiters: list[Deferred[None]] = []
         self._complete_waiters: list[Deferred[None]] = []
         self._notify_due = False
         self._acks: _AckInbox | None = None
+
+    # ------------------------------------------------------------------ options
+    @property
+    def timeout(self) -> float:
+        """Seconds every API request and publish acknowledgement may take."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        check_timeout("timeout", value, allow_none=False)
+        self._timeout = float(value)
+
+    @property
+    def publish_async_max_pending(self) -> int:
+        """The most ``publish_async`` publishes awaiting their acknowledgement."""
+        return self._max_pending
+
+    @publish_async_max_pending.setter
+    def publish_async_max_pending(self, value: int) -> None:
+        self._max_pending = check_count("publish_async_max_pending", value)
+        self._low_water = value // 2
 
     # ------------------------------------------------------------------ the API
     def api_request(
@@ -211,12 +255,20 @@ class JetStreamContext:
     ) -> Deferred[dict[str, Any]]:
         """Request ``<prefix>.<subject>`` with a JSON payload; fire with the JSON answer.
 
-        An error object fails it with the matching :class:`APIError` subclass; no
+        ``timeout`` (seconds, above zero) overrides the context's for this request. An
+        error object fails it with the matching :class:`APIError` subclass; no
         responder, or an answer that JetStream is not enabled for the account, fails it
-        with :class:`JetStreamNotEnabledError`.
+        with :class:`JetStreamNotEnabledError`. A bad ``timeout`` fails it with
+        :class:`InvalidArgumentError` before anything is sent.
         """
+        try:
+            wait = check_timeout("timeout", timeout)
+        except NatsError as e:
+            return fail(e)
         data = b"" if payload is None else json.dumps(payload).encode()
-        d = self.client.request(f"{self.prefix}.{subject}", data, timeout=timeout or self.timeout)
+        d = self.client.request(
+            f"{self.prefix}.{subject}", data, timeout=self._timeout if wait is None else wait
+        )
 
         def decode(msg: Msg) -> dict[str, Any]:
             try:
@@ -293,8 +345,17 @@ class JetStreamContext:
     ) -> Deferred[int]:
         """Remove messages (all, or those on ``subject``, below ``seq``, all but ``keep``).
 
-        Fires with the number removed (ADR-10).
+        Fires with the number removed (ADR-10). ``seq`` is a stream sequence (at least
+        1), ``keep`` a whole number (0 keeps none); anything else fails with
+        :class:`InvalidArgumentError` before the request is sent.
         """
+        try:
+            if seq is not None:
+                check_count("seq", seq)
+            if keep is not None:
+                check_count("keep", keep, minimum=0)
+        except NatsError as e:
+            return fail(e)
         payload: dict[str, Any] = {}
         if subject is not None:
             payload["filter"] = subject
@@ -340,9 +401,14 @@ class JetStreamContext:
         """Read one stored message: by ``seq``, the last on a subject, or the next on a
         subject at or after ``seq``. ``direct=True`` uses the Direct Get API (ADR-31; the
         stream needs ``allow_direct``). Fails with :class:`MsgNotFoundError`.
+
+        ``seq`` is a stream sequence: at least 1 (0 too with ``next_by_subject``: from
+        the start); anything else fails with :class:`InvalidArgumentError` at once.
         """
         try:
             check_name("stream", stream)
+            if seq is not None:
+                check_count("seq", seq, minimum=0 if next_by_subject is not None else 1)
         except NatsError as e:
             return fail(e)
         req: dict[str, Any] = {}
@@ -364,12 +430,16 @@ class JetStreamContext:
             subject, data = f"{self.prefix}.DIRECT.GET.{stream}.{req['last_by_subj']}", b""
         else:
             subject, data = f"{self.prefix}.DIRECT.GET.{stream}", json.dumps(req).encode()
-        return self.client.request(subject, data, timeout=self.timeout).addCallback(
+        return self.client.request(subject, data, timeout=self._timeout).addCallback(
             raw_from_direct
         )
 
     def delete_msg(self, stream: str, seq: int, *, erase: bool = False) -> Deferred[bool]:
-        """Remove one message (``erase=True`` overwrites it on disk)."""
+        """Remove one message (``erase=True`` overwrites it on disk); ``seq`` at least 1."""
+        try:
+            check_count("seq", seq)
+        except NatsError as e:
+            return fail(e)
         payload: dict[str, Any] = {"seq": seq}
         if not erase:
             payload["no_erase"] = True
@@ -431,18 +501,25 @@ class JetStreamContext:
         ``msg_id`` sets ``Nats-Msg-Id`` (the stream drops duplicates within its window),
         the ``expected_*`` arguments make the stream refuse the message unless they hold
         (:class:`WrongLastSequenceError` and other :class:`APIError`s), ``ttl`` asks for
-        a per-message TTL in seconds (ADR-43). A 503 (no stream yet, or a leader
-        election) is retried ``retry_attempts`` times ``retry_wait`` seconds apart
-        (ADR-22), then fails with :class:`NoStreamResponseError`.
+        a per-message TTL in seconds (ADR-43, at least 1). ``timeout`` (above zero;
+        ``None``: the context's) bounds each attempt. A 503 (no stream yet, or a leader
+        election) is retried ``retry_attempts`` times (0 or more) ``retry_wait`` seconds
+        (0 or more) apart (ADR-22), then fails with :class:`NoStreamResponseError`.
+        A bad number fails it with :class:`InvalidArgumentError` before anything is sent.
         """
         try:
+            wait = check_timeout("timeout", timeout)
+            check_count("retry_attempts", retry_attempts, minimum=0)
+            check_delay("retry_wait", retry_wait)
+            _check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
             hdrs = _headers_for(
                 headers, msg_id, expected_stream, expected_last_seq,
                 expected_last_subject_seq, expected_last_msg_id, ttl,
             )
         except NatsError as e:
             return fail(e)
-        wait = timeout or self.timeout
+        if wait is None:
+            wait = self._timeout
         clock = self.client.clock
         attempts = [retry_attempts]
 
@@ -485,8 +562,10 @@ class JetStreamContext:
         ``timeout``, so within 1.5 times it) with :class:`TimeoutError`: it may still
         have been stored, so publish with ``msg_id`` to retry safely. Closing the client
         fails the publishes still waiting with :class:`ConnectionClosedError`.
+        A bad ``ttl`` or expected sequence raises :class:`InvalidArgumentError`.
         """
-        if self._async_pending >= self.publish_async_max_pending:
+        _check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
+        if self._async_pending >= self._max_pending:
             raise TooManyStalledMsgsError(
                 f"{self._async_pending} publishes await their acknowledgement"
             )
@@ -526,7 +605,7 @@ class JetStreamContext:
         """Fires at once if ``publish_async`` may be called now; else once no more than
         half the window awaits acknowledgement (so that a loop waiting for room wakes
         once per half window, not once per acknowledgement)."""
-        if self._async_pending < self.publish_async_max_pending:
+        if self._async_pending < self._max_pending:
             return succeed(None)
         d: Deferred[None] = Deferred(self._room_waiters.remove)
         self._room_waiters.append(d)
@@ -654,7 +733,7 @@ class _AckInbox:
         self._gens[0][token] = d
         self.js._async_pending += 1
         if self._timer is None:
-            self._timer = self.js.client.clock.callLater(self.js.timeout / 2, self._rotate)
+            self._timer = self.js.client.clock.callLater(self.js._timeout / 2, self._rotate)
         return d
 
     def _take(self, token: str) -> Deferred[PubAck] | None:
@@ -690,7 +769,7 @@ class _AckInbox:
         for d in expired.values():
             d.errback(TimeoutError(f"no acknowledgement within {self.js.timeout}s"))
         if any(gens):
-            self._timer = self.js.client.clock.callLater(self.js.timeout / 2, self._rotate)
+            self._timer = self.js.client.clock.callLater(self.js._timeout / 2, self._rotate)
 
     def _closed(self, _: object) -> None:
         if self._timer is not None and self._timer.active():

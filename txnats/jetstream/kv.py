@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
+from txnats._args import check_count, check_delay, check_timeout
 from txnats.errors import (
     APIError,
     BucketNotFoundError,
@@ -163,19 +164,26 @@ def bucket_stream_config(
 ) -> dict[str, Any]:
     """The stream configuration of the bucket ``bucket`` (ADR-8); no I/O.
 
-    ``ttl`` (seconds) is the stream's ``max_age`` and caps its duplicate window (two
-    minutes otherwise); ``max_value_size`` is its ``max_msg_size``. Raises
-    :class:`InvalidArgumentError` on a bad name or value.
+    ``history`` is 1 to :data:`MAX_HISTORY`. ``ttl`` (seconds, finite; 0 or ``None``:
+    for ever) is the stream's ``max_age`` and caps its duplicate window (two minutes
+    otherwise). ``max_value_size`` (the stream's ``max_msg_size``) and ``max_bytes``
+    are whole numbers of bytes (0 or ``None``: no limit, as for the server);
+    ``replicas`` at least 1. Raises :class:`InvalidArgumentError`, naming the
+    argument, on a bad name or value.
     """
     check_bucket(bucket)
-    if not isinstance(history, int) or not 1 <= history <= MAX_HISTORY:
-        raise InvalidArgumentError(f"history must be 1..{MAX_HISTORY}, not {history!r}")
-    if ttl is not None and ttl < 0:
-        raise InvalidArgumentError("ttl must not be negative")
+    check_count("history", history)
+    if history > MAX_HISTORY:
+        raise InvalidArgumentError(f"history must be at most {MAX_HISTORY}, not {history!r}")
+    if ttl is not None:
+        check_delay("ttl", ttl)
+    if max_value_size is not None:
+        check_count("max_value_size", max_value_size, minimum=0)
+    if max_bytes is not None:
+        check_count("max_bytes", max_bytes, minimum=0)
     if storage not in ("file", "memory"):
         raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
-    if replicas < 1:
-        raise InvalidArgumentError("replicas must be at least 1")
+    check_count("replicas", replicas)
     window = _MAX_DUPLICATE_WINDOW
     if ttl and ttl < window:
         window = ttl
@@ -185,9 +193,9 @@ def bucket_stream_config(
         "retention": "limits",
         "max_msgs_per_subject": history,
         "max_msgs": -1,
-        "max_bytes": -1 if max_bytes is None else int(max_bytes),
+        "max_bytes": max_bytes or -1,
         "max_age": int((ttl or 0) * 1e9),
-        "max_msg_size": -1 if max_value_size is None else int(max_value_size),
+        "max_msg_size": max_value_size or -1,
         "max_consumers": -1,
         "storage": storage,
         "discard": "new",
@@ -398,10 +406,13 @@ class KeyValue:
         Fails with :class:`KeyNotFoundError` if the key never had a value (or that
         revision is gone or belongs to another key), and with its subclass
         :class:`KeyDeletedError` (``revision`` the marker's) if the entry is a delete
-        or purge marker.
+        or purge marker. A ``revision`` below 1 fails it with
+        :class:`InvalidArgumentError` at once.
         """
         try:
             check_key(key)
+            if revision is not None:
+                check_count("revision", revision)
         except NatsError as e:
             return fail(e)
         subject = self._prefix + key
@@ -520,9 +531,11 @@ class KeyValue:
 
         Otherwise fails with :class:`KeyExistsError`, its ``__cause__`` the server's
         :class:`WrongLastSequenceError` (nats.go's ``ErrKeyExists`` is that API error).
+        ``last`` must be a whole number of at least 0 (:class:`InvalidArgumentError`).
         """
         try:
             check_key(key)
+            check_count("last", last, minimum=0)
         except NatsError as e:
             return fail(e)
         return self.js.publish(
@@ -557,8 +570,8 @@ class KeyValue:
     def delete(self, key: str, last: int | None = None) -> Deferred[int]:
         """Mark ``key`` deleted, keeping its history; fires with the marker's revision.
 
-        With ``last``, only if the key's latest revision is ``last``
-        (:class:`KeyExistsError` otherwise).
+        With ``last`` (a whole number, 0 or more), only if the key's latest revision is
+        ``last`` (:class:`KeyExistsError` otherwise).
         """
         return self._marker(key, DEL, last)
 
@@ -570,6 +583,8 @@ class KeyValue:
     def _marker(self, key: str, op: str, last: int | None) -> Deferred[int]:
         try:
             check_key(key)
+            if last is not None:
+                check_count("last", last, minimum=0)
         except NatsError as e:
             return fail(e)
         headers = {_OP_HEADER: op}
@@ -582,9 +597,14 @@ class KeyValue:
     def purge_deletes(self, older_than: float = _PURGE_DELETES_OLDER_THAN) -> Deferred[int]:
         """Remove the delete and purge markers of deleted keys, and what history they
         kept. A marker younger than ``older_than`` seconds is kept (its older history
-        goes); ``older_than <= 0`` removes every marker. Fires with the number of keys
-        cleaned.
+        goes); ``older_than=0`` removes every marker. Fires with the number of keys
+        cleaned. A negative, NaN or infinite ``older_than`` fails it with
+        :class:`InvalidArgumentError` before anything is read or purged.
         """
+        try:
+            check_delay("older_than", older_than)
+        except NatsError as e:
+            return fail(e)
 
         async def run() -> int:
             markers: list[Entry] = []
@@ -754,7 +774,13 @@ class KeyWatcher:
     def next_update(self, timeout: float | None = None) -> Deferred[Entry | None]:
         """The next entry (or the ``None`` marker). Fails with :class:`TimeoutError`
         after ``timeout`` seconds, with :class:`SubscriptionClosedError` once stopped.
-        Cancelling it withdraws the read; no entry is lost."""
+        Cancelling it withdraws the read; no entry is lost. A bad ``timeout`` (finite
+        and above zero, or ``None`` for no limit) fails it with
+        :class:`InvalidArgumentError` and takes nothing from the queue."""
+        try:
+            check_timeout("timeout", timeout)
+        except NatsError as e:
+            return fail(e)
         d = self._next()
 
         def ended(item: Entry | _End | None) -> Entry | None:

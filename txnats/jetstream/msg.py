@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
-from txnats.errors import InvalidArgumentError, JetStreamError, NatsError
+from txnats._args import check_delay, check_timeout
+from txnats.errors import JetStreamError, NatsError
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import Headers
 
@@ -145,13 +146,15 @@ class JsMsg:
         self._send(_ACK, True)
 
     def nak(self, delay: float | None = None) -> None:
-        """Ask for redelivery, after ``delay`` seconds if given."""
+        """Ask for redelivery, after ``delay`` seconds (finite, 0 or more) if given.
+
+        :raises InvalidArgumentError: a bad ``delay``; nothing is sent.
+        """
         if delay is None:
             self._send(_NAK, True)
             return
-        if delay < 0:
-            raise InvalidArgumentError("nak delay must not be negative")
-        self._send(_NAK + b" " + json.dumps({"delay": int(delay * 1e9)}).encode(), True)
+        seconds = check_delay("delay", delay)
+        self._send(_NAK + b" " + json.dumps({"delay": int(seconds * 1e9)}).encode(), True)
 
     def in_progress(self) -> None:
         """Tell the server work goes on: its ack wait starts again. May be repeated."""
@@ -161,8 +164,17 @@ class JsMsg:
         """Never deliver this message again, and do not count it as acknowledged."""
         self._send(_TERM if not reason else _TERM + b" " + reason.encode(), True)
 
-    def ack_sync(self, timeout: float = 5.0) -> Deferred[None]:
-        """Acknowledge and wait for the server to confirm it (a "double ack")."""
+    def ack_sync(self, timeout: float | None = 5.0) -> Deferred[None]:
+        """Acknowledge and wait for the server to confirm it (a "double ack").
+
+        ``timeout`` is in seconds (finite, above zero; ``None``: no limit). A bad one
+        fails it with :class:`InvalidArgumentError`; nothing is sent and the message
+        stays unacknowledged.
+        """
+        try:
+            check_timeout("timeout", timeout)
+        except NatsError as e:
+            return fail(e)
         if self._acked:
             return fail(JetStreamError("message was already acknowledged"))
         if not self._msg.reply:

@@ -29,6 +29,7 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats._args import check_count, check_delay
 from txnats.errors import (
     BucketNotFoundError,
     DigestMismatchError,
@@ -364,18 +365,21 @@ class ObjectStore:
     ) -> Deferred[ObjectStore]:
         """Create the bucket (or bind to it if it exists with the same configuration).
 
-        ``ttl`` is in seconds (objects older are removed), ``max_bytes`` bounds the
-        bucket, ``storage`` is ``"file"`` or ``"memory"``, ``compression`` compresses
-        it on disk (S2, server 2.10+).
+        ``ttl`` is in seconds (finite; objects older are removed; 0 or ``None``: kept for
+        ever), ``max_bytes`` bounds the bucket (a whole number; 0 or ``None``: no limit),
+        ``storage`` is ``"file"`` or ``"memory"``, ``replicas`` at least 1,
+        ``compression`` compresses it on disk (S2, server 2.10+). A bad value fails it
+        with :class:`InvalidArgumentError`, naming the argument, before any request.
         """
         try:
             _check_bucket(bucket)
-            if ttl is not None and ttl < 0:
-                raise InvalidArgumentError("ttl must not be negative")
+            if ttl is not None:
+                check_delay("ttl", ttl)
+            if max_bytes is not None:
+                check_count("max_bytes", max_bytes, minimum=0)
             if storage not in ("file", "memory"):
                 raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
-            if replicas < 1:
-                raise InvalidArgumentError("replicas must be at least 1")
+            check_count("replicas", replicas)
             meta = _metadata_dict(metadata)
         except NatsError as e:
             return fail(e)
@@ -383,7 +387,7 @@ class ObjectStore:
             "name": f"OBJ_{bucket}",
             "subjects": [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
             "max_age": int((ttl or 0) * 1e9),
-            "max_bytes": -1 if max_bytes is None or max_bytes == 0 else int(max_bytes),
+            "max_bytes": max_bytes or -1,
             "storage": storage,
             "num_replicas": replicas,
             "discard": "new",
@@ -491,14 +495,14 @@ class ObjectStore:
         """Store ``data`` (bytes, or a binary file object read with ``read(chunk_size)``
         until it returns ``b""``) as object ``name``, replacing any older version.
 
-        ``chunk_size`` is capped at the server's max_payload. A file object is read in
-        the reactor thread: fine for local files, not for slow streams. If a chunk
-        cannot be stored the put fails and the chunks already stored are purged.
+        ``chunk_size`` (a whole number of bytes, at least 1; :class:`InvalidArgumentError`
+        otherwise, before any I/O) is capped at the server's max_payload. A file object
+        is read in the reactor thread: fine for local files, not for slow streams. If a
+        chunk cannot be stored the put fails and the chunks already stored are purged.
         """
         try:
             subject = self._meta_subject(name)
-            if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-                raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
+            check_count("chunk_size", chunk_size)
             if not isinstance(data, (bytes, bytearray, memoryview)) and not callable(
                 getattr(data, "read", None)
             ):

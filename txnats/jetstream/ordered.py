@@ -17,6 +17,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats._args import check_count, check_timeout
 from txnats.errors import NatsError, OrderedConsumerError, StreamNotFoundError
 from txnats.jetstream.msg import JsMsg, MsgMetadata, parse_metadata
 from txnats.nuid import next_nuid
@@ -45,6 +46,10 @@ class OrderedConsumer:
     ``metadata`` already parsed; ``on_error`` gets the error that ends it, after which
     nothing more is delivered. ``start()`` fires with the first consumer's info once the
     consumer exists (its ``num_pending`` says how many messages are on their way).
+
+    ``heartbeat`` is the server's idle heartbeat in seconds (finite, above zero; three
+    missed ones reset the consumer); ``opt_start_seq`` a stream sequence of at least 1.
+    A bad one raises :class:`InvalidArgumentError` here, before any I/O.
     """
 
     def __init__(
@@ -60,6 +65,9 @@ class OrderedConsumer:
         heartbeat: float = 5.0,
         on_error: Callable[[NatsError], object] | None = None,
     ) -> None:
+        check_timeout("heartbeat", heartbeat, allow_none=False)
+        if opt_start_seq is not None:
+            check_count("opt_start_seq", opt_start_seq)
         self.js = js
         self.stream = stream
         self._on_msg = on_msg

@@ -9,7 +9,8 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
-from txnats.errors import APIError, InvalidArgumentError, NatsError, TimeoutError
+from txnats._args import check_count, check_timeout
+from txnats.errors import APIError, NatsError, TimeoutError
 from txnats.jetstream.msg import JsMsg
 from txnats.protocol.events import Msg
 
@@ -55,11 +56,19 @@ class PullConsumer:
         too many waiting pulls, max bytes exceeded before any message). Cancelling the
         Deferred ends the pull: it fires with the messages that came, if any, else fails
         with ``CancelledError``.
+
+        ``batch`` is a whole number of at least 1, ``expires`` finite seconds above zero
+        (it also bounds a ``no_wait`` fetch), ``max_bytes`` a whole number of bytes (0 or
+        ``None``: no limit); anything else fails with :class:`InvalidArgumentError`
+        before anything is subscribed or sent.
         """
-        if batch < 1:
-            return fail(InvalidArgumentError("batch must be at least 1"))
-        if expires <= 0:
-            return fail(InvalidArgumentError("expires must be positive"))
+        try:
+            check_count("batch", batch)
+            check_timeout("expires", expires, allow_none=False)
+            if max_bytes is not None:
+                check_count("max_bytes", max_bytes, minimum=0)
+        except NatsError as e:
+            return fail(e)
         client = self.js.client
         req: dict[str, Any] = {"batch": batch}
         if no_wait:
@@ -67,7 +76,7 @@ class PullConsumer:
             req["no_wait"] = True
         else:
             req["expires"] = int(expires * 1e9)
-        if max_bytes is not None:
+        if max_bytes:
             req["max_bytes"] = max_bytes
         got: list[JsMsg] = []
         state: dict[str, Any] = {"done": False}
