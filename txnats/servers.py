@@ -10,13 +10,28 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from twisted.internet.interfaces import IReactorCore, IStreamClientEndpoint
+from twisted.logger import Logger
 
 from txnats.errors import ConnectError
 
-__all__ = ["DEFAULT_PORT", "Server", "ServerPool", "parse_servers"]
+__all__ = ["DEFAULT_PORT", "MAX_DISCOVERED", "Server", "ServerPool", "parse_servers"]
 
 DEFAULT_PORT = 4222
 _SCHEMES = {"nats", "tls", "ws", "wss"}
+
+#: The most servers learned from INFO ``connect_urls`` that one pool keeps.
+#:
+#: ``connect_urls`` lists the client addresses of the servers of the cluster the client
+#: is connected to. A server listening on every interface announces one address per
+#: global address of its host, so a cluster of a few dozen servers can announce a few
+#: dozen to a hundred addresses; 128 leaves room for that. The limit is there for a
+#: server that announces far more (by mistake or on purpose): each discovered server is
+#: an object kept for the life of the client and a dial in every reconnect round, so an
+#: unbounded list costs memory and makes failover walk longer. Servers given by the user
+#: do not count and are never dropped.
+MAX_DISCOVERED = 128
+
+log = Logger()
 
 
 @dataclass(eq=False)
@@ -154,6 +169,8 @@ class ServerPool:
         if randomize:
             self._rng.shuffle(self.servers)
         self.randomize = randomize
+        # Discovered servers -> the connect_urls string each was announced as.
+        self._announced_as: dict[Server, str] = {}
 
     def __iter__(self) -> Iterator[Server]:
         return iter(list(self.servers))
@@ -168,27 +185,86 @@ class ServerPool:
         return server
 
     def add_discovered(self, hostports: Iterable[str], template: Server) -> list[Server]:
-        """Merge ``host:port`` strings from INFO; return the servers that were new."""
-        known = {s.hostport for s in self.servers}
-        new = []
-        for hp in hostports:
+        """Take the ``connect_urls`` of an INFO as the cluster's current view.
+
+        ``template`` is the server the INFO came from (the current one): new servers get
+        its scheme, and its credentials and TLS hostname where they have none of their
+        own. Returns the servers that were new, in the order they were added.
+
+        - Discovered servers that ``hostports`` no longer lists are removed, so that a
+          failover does not dial servers the cluster has forgotten. Servers the user
+          gave and ``template`` itself are kept whether listed or not; an empty
+          ``hostports`` (a server that announces nothing) removes nothing.
+        - New servers are appended behind the others, shuffled unless the pool was
+          made with ``randomize=False``. The order of the servers kept does not change.
+        - At most :data:`MAX_DISCOVERED` discovered servers are kept. Announced servers
+          beyond that are ignored: a random choice of them when the pool randomizes,
+          the ones listed last otherwise.
+
+        :attr:`servers` is changed in place: it stays the same list object.
+        """
+        announced = dict.fromkeys(hostports)
+        if not announced:
+            return []
+        was = self._announced_as
+        # The address each discovered server was announced as (the server repeats the
+        # same strings in every INFO), else its parsed host:port.
+        keep = [
+            s
+            for s in self.servers
+            if not s.discovered or s is template or was.get(s, s.hostport) in announced
+        ]
+        self.servers[:] = keep
+        self._announced_as = {s: was[s] for s in keep if s in was}
+        present = {s.hostport for s in keep}
+        present.update(self._announced_as.values())
+        candidates = [hp for hp in announced if hp not in present]
+        room = MAX_DISCOVERED - sum(1 for s in keep if s.discovered)
+        if self.randomize and len(candidates) > room:
+            order: Iterable[str] = _shuffled(candidates, self._rng)
+        else:
+            order = candidates
+        new: list[Server] = []
+        examined = 0
+        for hp in order:
+            if len(new) >= room:
+                break
+            examined += 1
             try:
                 s = parse_server(f"{template.scheme}://{hp}", discovered=True)
             except ConnectError:
                 continue
-            if s.hostport in known:
+            if s.hostport in present:
                 continue
             if _is_ip(s.host) and not _is_ip(template.host):
                 s.tls_hostname = template.tls_hostname or template.host
             if s.user is None and s.token is None:
                 # As nats.go does: the URL credentials of the server it was learned from.
                 s.user, s.password, s.token = template.user, template.password, template.token
-            known.add(s.hostport)
+            present.add(s.hostport)
+            self._announced_as[s] = hp
             new.append(s)
+        if examined < len(candidates):
+            log.debug(
+                "Ignored {ignored} of the addresses {server} announced: the pool keeps "
+                "at most {limit} discovered servers",
+                server=template.redacted,
+                ignored=len(candidates) - examined,
+                limit=MAX_DISCOVERED,
+            )
         if self.randomize:
             self._rng.shuffle(new)
         self.servers.extend(new)
         return new
+
+
+def _shuffled(items: Sequence[str], rng: random.Random) -> Iterator[str]:
+    """Yield ``items`` in a random order, doing only the work for what is taken."""
+    pool = list(items)
+    for i in range(len(pool)):
+        j = rng.randrange(i, len(pool))
+        pool[i], pool[j] = pool[j], pool[i]
+        yield pool[i]
 
 
 def _is_ip(host: str) -> bool:
