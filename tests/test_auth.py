@@ -28,7 +28,7 @@ from twisted.trial import unittest
 
 import txnats
 from tests._helpers import WAIT, bounded, free_port, reactor, temp_file, wait_until
-from txnats import AuthorizationError, ClientState, ConnectError, auth
+from txnats import AuthorizationError, ClientState, ConnectError, CredentialsError, auth
 from txnats.servers import ServerPool, parse_server
 from txnats.testing import NatsServer
 
@@ -353,6 +353,27 @@ class NKeyTests(AuthTestCase):
             f.write(f"\n{self.user.seed}\n")
         nc = await self.connect(self.server.url, nkeys_seed_file=path)
         await self.assert_works(nc)
+
+    async def test_seed_path_in_nkeys_seed(self) -> None:
+        """nkeys_seed=<path> (as nats-py users write it) reads the seed from the file."""
+        path = temp_file(self, "user.nk")
+        with open(path, "w") as f:
+            f.write(f"{self.user.seed}\n")
+        nc = await self.connect(self.server.url, nkeys_seed=path)
+        await self.assert_works(nc)
+
+    async def test_nkeys_seed_neither_seed_nor_file(self) -> None:
+        """nkeys_seed that is no seed and no readable file fails with CredentialsError,
+        without echoing the value (it may be a mistyped seed)."""
+        bad = "SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORR"[:-3] + "!!!"
+        try:
+            nc = await self.connect(self.server.url, nkeys_seed=bad)
+        except CredentialsError as e:
+            self.assertIn("neither an NKEY seed", str(e))
+            self.assertNotIn(bad, str(e))
+        else:  # pragma: no cover - the assertion below reports it
+            await nc.close()
+            self.fail("connected with a malformed seed")
 
     async def test_other_seed_refused(self) -> None:
         """A seed of an unknown user -> AuthorizationError."""

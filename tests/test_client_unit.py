@@ -1270,20 +1270,90 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_lame_duck_reconnects_elsewhere(self) -> None:
-        """INFO with ldm calls lame_duck_cb and moves to another server of the pool."""
+        """INFO with ldm: lame_duck_cb, then a move with no gap: the next server is
+        dialled and subscribed (confirmed by PONG) while the old connection still
+        works; then publishes switch, the old one unsubscribes, answers a last PING
+        and is closed. A reply arriving on the old connection meanwhile is delivered."""
         calls: list[str] = []
         client = self.make_client(
             [endpoint(4222), endpoint(4223)],
             lame_duck_cb=lambda: calls.append("ldm"),
+            reconnected_cb=lambda: calls.append("reconnected"),
+            disconnected_cb=lambda e: calls.append("disconnected"),
             reconnect_jitter=0,
         )
         client._start()
         self.clock.advance(0)
-        server = self.accept()
-        server.send(info_line(ldm=True))
+        old = self.accept()
+        got: list[bytes] = []
+        client.subscribe("a", lambda m: got.append(m.data))
+        reply = client.request("svc", b"q", timeout=5)
+        self.clock.advance(0)
+        old.reset()
+        old.send(info_line(ldm=True))
         self.clock.advance(0)
         self.assertEqual(calls, ["ldm"])
-        self.assertTrue(server.transport.disconnecting)
-        server.lose()
-        self.clock.advance(0)
+        # The old connection stays while the next server is dialled.
+        self.assertFalse(old.transport.disconnecting)
         self.assertEqual(self.clock.tcpClients[-1][1], 4223)
+        new = ServerSide(self.clock)
+        new.send(info_line())
+        new.send(b"PONG\r\n")  # the handshake
+        self.clock.advance(0)
+        sent = new.transport.value()
+        self.assertIn(b"SUB a 1\r\n", sent)
+        self.assertIn(b"SUB _INBOX.", sent)
+        self.assertTrue(sent.endswith(b"PING\r\n"))
+        # Until the new server confirms the subscriptions, publishes go to the old one.
+        client.publish("a", b"before")
+        self.clock.advance(0)
+        self.assertIn(b"PUB a 6\r\nbefore", old.transport.value())
+        new.reset()
+        new.send(b"PONG\r\n")
+        self.clock.advance(0)
+        self.assertEqual(calls, ["ldm", "reconnected"])
+        self.assertEqual(client.connected_url, endpoint(4223))
+        self.assertTrue(client.is_connected)
+        # The old connection unsubscribes everything and asks a last PING...
+        tail = old.transport.value()
+        self.assertIn(b"UNSUB 1\r\n", tail)
+        self.assertTrue(tail.endswith(b"PING\r\n"))
+        self.assertFalse(old.transport.disconnecting)
+        client.publish("a", b"after")
+        self.clock.advance(0)
+        self.assertIn(b"PUB a 5\r\nafter", new.transport.value())
+        self.assertNotIn(b"after", old.transport.value())
+        # ...and what it still delivers counts: the reply to the earlier request.
+        inbox = next(s for s in client.subscriptions if s.subject.startswith("_INBOX"))
+        reply_to = inbox.subject[:-1] + "1"  # the first request's token
+        old.send(b"MSG %s %d 2\r\nok\r\n" % (reply_to.encode(), inbox.sid))
+        self.clock.advance(0)
+        self.assertEqual(self.successResultOf(reply).data, b"ok")
+        old.send(b"PONG\r\n")
+        self.clock.advance(0)
+        self.assertTrue(old.transport.disconnecting)
+        old.lose()
+        self.clock.advance(0)
+        self.assertTrue(client.is_connected)
+        self.assertEqual(calls, ["ldm", "reconnected"])  # never disconnected
+        self.assertEqual(client.stats.reconnects, 1)
+
+    def test_lame_duck_move_fails_then_reconnects(self) -> None:
+        """If the next server cannot be reached, the client reconnects as after a loss."""
+        client = self.make_client([endpoint(4222), endpoint(4223)], reconnect_jitter=0)
+        client._start()
+        self.clock.advance(0)
+        old = self.accept()
+        old.send(info_line(ldm=True))
+        self.clock.advance(0)
+        _, port, factory, _, _ = self.clock.tcpClients[-1]
+        self.assertEqual(port, 4223)
+        self.assertFalse(old.transport.disconnecting)
+        factory.clientConnectionFailed(
+            self.clock.connectors[-1], Failure(ConnectionRefusedError())
+        )
+        self.clock.advance(0)
+        self.assertTrue(old.transport.disconnecting)
+        old.lose()
+        self.clock.advance(0)
+        self.assertTrue(client.is_reconnecting)

@@ -50,6 +50,14 @@ def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
     return public, base64.urlsafe_b64encode(sig).rstrip(b"=").decode("ascii")
 
 
+_SEED = re.compile(r"S[A-Z2-7]{50,}")
+
+
+def _looks_like_seed(text: str) -> bool:
+    """An NKEY seed: 'S', then base32 (58 characters in all); a path has '/' or '.'."""
+    return _SEED.fullmatch(text) is not None
+
+
 def _read(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
@@ -67,7 +75,8 @@ class Credentials:
     token: str | None = field(default=None, repr=False)
     #: Called on each connection attempt for a fresh token.
     token_handler: Callable[[], str] | None = field(default=None, repr=False)
-    #: An NKEY user seed (``SU...``) as a string, or a path to a file holding it.
+    #: An NKEY user seed (``SU...``) as a string, or a path to a file holding it
+    #: (anything that is not a seed is read as a path).
     nkeys_seed: str | None = field(default=None, repr=False)
     nkeys_seed_file: str | None = field(default=None, repr=False)
     #: A ``.creds`` file (user JWT + seed); read on every connection attempt.
@@ -131,6 +140,16 @@ class Credentials:
             if seed_text is None:
                 assert self.nkeys_seed_file is not None
                 seed_text = _read(self.nkeys_seed_file, "seed file")
+            elif not _looks_like_seed(seed_text.strip()):
+                # nats-py users pass a path here: accept one. (The value is never put in
+                # an error message: it may be a mistyped seed.)
+                try:
+                    with open(seed_text, encoding="utf-8") as f:
+                        seed_text = f.read()
+                except (OSError, ValueError):
+                    raise CredentialsError(
+                        "nkeys_seed is neither an NKEY seed ('SU...') nor a readable file"
+                    ) from None
             seed_text = seed_text.strip()
             if not seed_text.startswith("S"):
                 raise CredentialsError("NKEY seed must start with 'S'")

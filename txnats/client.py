@@ -11,18 +11,17 @@ state and cleared on leaving it.
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import (
-    CancelledError,
     Deferred,
     DeferredList,
     fail,
     succeed,
 )
-from twisted.internet.error import ConnectingCancelledError
 from twisted.internet.interfaces import IDelayedCall, IReactorCore, IReactorTime
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
@@ -33,7 +32,7 @@ from txnats import __version__
 from txnats._args import check_count, check_delay, check_timeout
 from txnats._outbox import ReconnectBuffer, Refused
 from txnats.auth import Credentials
-from txnats.connection import NatsProtocol
+from txnats.connection import WRITE_THROUGH_AT, NatsProtocol
 from txnats.errors import (
     AuthorizationError,
     ConnectError,
@@ -77,7 +76,7 @@ from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput, encode_headers
 from txnats.request import RequestMux, request_many
 from txnats.servers import Server, ServerPool, parse_servers
-from txnats.subscription import Handler, Subscription
+from txnats.subscription import Handler, Subscription, serving
 from txnats.tls import TLSConfig
 
 if TYPE_CHECKING:
@@ -159,6 +158,10 @@ class Client:
         # The protocol publishes go to, or None (not connected, or no longer publishing).
         self._writer: NatsProtocol | None = None
         self._max_outbound = opts.max_outbound_bytes
+        # publish()'s fast path queues up to _through_at bytes; past it, the slow path
+        # hands the queue to the socket itself over plain TCP (see _write_through), so
+        # a loop that never yields keeps going. _through_base is where it starts.
+        self._through_base = self._through_at = self._max_outbound
         self._server: Server | None = None
         #: INFO of the server we are (or were last) connected to.
         self.server_info: dict[str, Any] = {}
@@ -166,6 +169,9 @@ class Client:
         # Payloads below this size take publish()'s fast path (see _set_max_payload).
         self._fast_size = min(len(SIZE_TAILS), DEFAULT_MAX_PAYLOAD + 1)
         self._subs: dict[int, Subscription] = {}
+        # Subscriptions out of the registry (unsubscribed, drained, max reached) that
+        # have not ended yet: their mailboxes may still hold messages.
+        self._ending: dict[int, Subscription] = {}
         self._next_sid = 0
         self._mux: RequestMux | None = None
         self._soon: list[tuple[Callable[..., object], tuple[object, ...]]] = []
@@ -187,6 +193,8 @@ class Client:
         self._fully_closed = False
         self._drain_d: Deferred[None] | None = None
         self._lame_duck_seen = False
+        # A move off a lame-duck server under way: the dial to the next server.
+        self._moving: Deferred[NatsProtocol] | None = None
         self._shutdown_trigger: object = None
 
     # ================================================================== state
@@ -415,7 +423,7 @@ class Client:
             log.info("Server {url} entered lame duck mode", url=self.connected_url)
             self.schedule(self._call_user, "lame_duck", self.options.lame_duck_cb)
             if self.options.allow_reconnect and len(self._pool) > 1:
-                self.schedule(self.force_reconnect)
+                self.schedule(self._move)
 
     def server_error(self, error: ServerError) -> None:
         if isinstance(error, PermissionViolationError) and error.operation == "subscribe":
@@ -429,6 +437,7 @@ class Client:
         self._report(error)
 
     def outbound_drained(self) -> None:
+        self._through_at = self._through_base
         if self._room_waiters:
             waiters = self._room_waiters
             self._room_waiters = []
@@ -450,6 +459,7 @@ class Client:
             self._finish_close()
             return
         self._last_error = reason
+        self._cancel_move()
         log.info("Disconnected from {url}: {reason}", url=self._server, reason=str(reason))
         self.schedule(self._call_user, "disconnected", self.options.disconnected_cb, reason)
         if state == _S.CONNECTED and self.options.allow_reconnect:
@@ -511,6 +521,15 @@ class Client:
 
     def _attempt(self, server: Server) -> None:
         self._attempt_call = None
+        d = self._dial(server)
+        self._attempt_d = d
+        d.addCallbacks(
+            self._attempt_succeeded, self._attempt_failed, (server,), errbackArgs=(server,)
+        )
+
+    def _dial(self, server: Server) -> Deferred[NatsProtocol]:
+        """Connect to ``server``: fires with the protocol once its handshake is done,
+        or fails (within ``connect_timeout``)."""
         server.attempts += 1
         server.last_attempt = self._clock.seconds()
         opts = self.options
@@ -552,27 +571,27 @@ class Client:
 
                     endpoint = wrapClientTLS(tls_creator(), endpoint)
         except NatsError as e:
-            self._attempt_failed(Failure(e), server)
-            return
+            return fail(e)
         except Exception as e:
-            self._attempt_failed(Failure(ConnectError(f"bad endpoint: {e}")), server)
-            return
+            return fail(ConnectError(f"bad endpoint: {e}"))
         connected = endpoint.connect(_OneProtocolFactory(proto))
         d: Deferred[NatsProtocol] = connected.addCallback(lambda _: proto.handshake)
 
         def on_timeout(result: object, timeout: float) -> object:
-            # Endpoints cancel a dial with ConnectingCancelledError, not CancelledError.
-            if isinstance(result, Failure) and result.check(
-                CancelledError, ConnectingCancelledError
-            ):
-                return Failure(ConnectError(f"connect to {server} timed out after {timeout}s"))
+            # Called only when the timeout fired. Cancelling fails the dial with
+            # whatever its current step says (ConnectingCancelledError, or a
+            # DNSLookupError from the resolver): report a timeout, naming the step.
+            if isinstance(result, Failure):
+                phase = proto.phase
+                if phase == "TCP connect" and not _is_ip(server.host):
+                    phase = "name resolution or TCP connect"
+                err = ConnectError(f"connect to {server} timed out after {timeout}s ({phase})")
+                err.__cause__ = result.value
+                return Failure(err)
             return result
 
         d.addTimeout(opts.connect_timeout, self._clock, onTimeoutCancel=on_timeout)
-        self._attempt_d = d
-        d.addCallbacks(
-            self._attempt_succeeded, self._attempt_failed, (server,), errbackArgs=(server,)
-        )
+        return d
 
     def _attempt_failed(self, failure: Failure, server: Server) -> None:
         self._attempt_d = None
@@ -604,12 +623,8 @@ class Client:
         server.attempts = 0
         server.last_auth_error = None
         self._lame_duck_seen = False
-        self.server_info = proto.info
-        mp = proto.info.get("max_payload")
-        self._set_max_payload(mp if isinstance(mp, int) else DEFAULT_MAX_PAYLOAD)
-        self._headers_supported = bool(proto.info.get("headers", False))
+        self._adopt_info(proto)
         log.info("Connected to {url}", url=server)
-        self._merge_discovered(proto.info)
         # Subscriptions first, then what was published while disconnected.
         frames = self._subscribe_frames()
         blocks, refused = self._reconnect_buf.take(self._max_payload, self._headers_supported)
@@ -630,6 +645,20 @@ class Client:
             self.schedule(self._call_user, "reconnected", self.options.reconnected_cb)
         if proto.info.get("ldm"):
             self.info_received(proto.info)
+
+    def _adopt_info(self, proto: NatsProtocol) -> None:
+        """Take the limits of the server ``proto`` is connected to (now the client's)."""
+        info = proto.info
+        self.server_info = info
+        mp = info.get("max_payload")
+        self._set_max_payload(mp if isinstance(mp, int) else DEFAULT_MAX_PAYLOAD)
+        self._headers_supported = bool(info.get("headers", False))
+        self._through_base = self._through_at = (
+            min(WRITE_THROUGH_AT, self._max_outbound)
+            if proto.can_write_through
+            else self._max_outbound
+        )
+        self._merge_discovered(info)
 
     def _subscribe_frames(self) -> list[bytes]:
         """SUB (and UNSUB with what is left of max_msgs) for every subscription."""
@@ -683,6 +712,94 @@ class Client:
         parsed = parse_servers(servers)
         self._pool = ServerPool(parsed, randomize=not self.options.no_randomize, rng=self._rng)
 
+    # ------------------------------------------------------------------ lame duck
+    def _move(self) -> None:
+        """Move off a server in lame duck mode without a gap.
+
+        The next server is dialled while the old connection keeps working. Once the
+        new one is up, every subscription is made on it and confirmed (PONG); then
+        publishes switch to it, the old connection unsubscribes everything, and it is
+        closed once its server has answered a last PING. Until then, whatever the old
+        server sends (replies to requests made before the switch among it) is still
+        delivered: pending requests and flushes complete where they were sent. In the
+        instant both connections are subscribed a message may arrive on both (a plain
+        subscription sees it twice; requests take the first reply); none is lost. If
+        the new server cannot be reached, the client reconnects as after a loss.
+        """
+        if self._state != _S.CONNECTED or self._moving is not None or self._proto is None:
+            return
+        current = self._server
+        server = None
+        for _ in range(len(self._pool)):
+            candidate = self._pool.next_server()
+            if candidate is not current:
+                server = candidate
+                break
+        if server is None:
+            return
+        log.info("Moving from {old} to {new} (lame duck)", old=current, new=server)
+        d = self._moving = self._dial(server)
+        d.addCallbacks(self._move_connected, self._move_failed, (server,), errbackArgs=(server,))
+
+    def _move_connected(self, new: NatsProtocol, server: Server) -> None:
+        if self._state != _S.CONNECTED or self._proto is None:
+            self._moving = None
+            new.abort()
+            return
+        old = self._proto
+        frames = self._subscribe_frames()
+        if frames:
+            new.write_many(frames, sum(len(f) for f in frames))
+        new.ping().addCallbacks(
+            lambda _: self._switch(old, new, server),
+            self._move_failed,
+            errbackArgs=(server,),
+        )
+
+    def _move_failed(self, failure: Failure, server: Server) -> None:
+        self._moving = None
+        if self._state != _S.CONNECTED:
+            return
+        log.info(
+            "Could not move to {url}: {error}; reconnecting instead",
+            url=server, error=failure.getErrorMessage(),
+        )
+        self.force_reconnect()
+
+    def _switch(self, old: NatsProtocol, new: NatsProtocol, server: Server) -> None:
+        """The new connection has every subscription: make it the client's."""
+        self._moving = None
+        if self._state != _S.CONNECTED or self._proto is not old or new.lost:
+            new.abort()
+            return
+        old.handler = _Retired(self)
+        for sid in self._subs:
+            old.write(encode_unsub(sid))
+        old.ping().addBoth(lambda _: old.close())
+        # Behind what was published to it. (Now, not at the end of this turn: the
+        # client flushes only its current connection then.)
+        old.flush_now()
+        lost = self._server
+        self._proto = new
+        self._server = server
+        server.attempts = 0
+        server.last_auth_error = None
+        self._lame_duck_seen = False
+        self._adopt_info(new)
+        self._update_writer()
+        pool = self._pool.servers
+        if lost in pool and len(pool) > 1:
+            pool.remove(lost)
+            pool.append(lost)
+        if self._blocked:
+            new.pause_reading()
+        self._reconnects += 1
+        log.info("Moved to {url}", url=server)
+        self.schedule(self._call_user, "reconnected", self.options.reconnected_cb)
+        self.outbound_drained()
+        if new.info.get("ldm"):
+            self.info_received(new.info)
+
     def force_reconnect(self) -> None:
         """Close the current connection and reconnect (to another server if there is one).
 
@@ -721,7 +838,7 @@ class Client:
                 line, rest = SIZE_TAILS[size]
                 if reply is None:
                     pending = proto.out_bytes + plen + rest
-                    if pending <= self._max_outbound:
+                    if pending <= self._through_at:
                         out = proto._out
                         if not out:
                             proto.schedule_flush()
@@ -735,7 +852,7 @@ class Client:
                     # hand): validated each time, since replies are rarely repeated.
                     rep = reply_subject(reply)
                     pending = proto.out_bytes + plen + len(rep) + 1 + rest
-                    if pending <= self._max_outbound:
+                    if pending <= self._through_at:
                         out = proto._out
                         if not out:
                             proto.schedule_flush()
@@ -768,6 +885,9 @@ class Client:
         proto = self._writer
         if proto is not None:
             pending = proto.out_bytes + len(frame)
+            if pending > self._through_at:
+                self._write_through(proto)
+                pending = proto.out_bytes + len(frame)
             if pending > self._max_outbound:
                 raise OutboundBufferFullError(
                     f"outbound buffer full ({proto.out_bytes} bytes pending); "
@@ -806,6 +926,17 @@ class Client:
         hl = len(hdr)
         total = hl + n
         return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, total, hdr, data), total, n
+
+    def _write_through(self, proto: NatsProtocol) -> None:
+        """Past ``_through_at`` queued bytes: hand the queue to the socket (plain TCP).
+
+        If the socket takes nothing (the server is not keeping up), the next attempt
+        waits for another :data:`WRITE_THROUGH_AT` bytes, so a full socket costs one
+        system call per 64 KiB published, not one per message.
+        """
+        proto.write_through()  # (a flush resets _through_at, in outbound_drained)
+        if proto.out_bytes:
+            self._through_at = min(self._max_outbound, proto.out_bytes + WRITE_THROUGH_AT)
 
     def _publish_offline(self, frame: bytes, size: int) -> None:
         state = self._state
@@ -908,8 +1039,14 @@ class Client:
         return sub
 
     def _forget(self, sub: Subscription) -> None:
+        """``sub`` gets no more messages; until it has ended it stays in ``_ending``
+        (close() must end it too: its mailbox may still hold messages)."""
         if self._subs.get(sub.sid) is sub:
             del self._subs[sub.sid]
+        if sub.is_active:
+            self._ending[sub.sid] = sub
+        elif self._ending.get(sub.sid) is sub:
+            del self._ending[sub.sid]
 
     def _send_unsub(self, sub: Subscription, max_msgs: int | None) -> None:
         proto = self._proto
@@ -1090,16 +1227,29 @@ class Client:
         state = self._state
         if state == _S.CLOSED:
             return self.when_closed()
+        caller = serving()
+        if caller is not None and (
+            self._subs.get(caller.sid) is caller or self._ending.get(caller.sid) is caller
+        ):
+            # From inside one of our handlers: waiting would wait for that very handler
+            # (until drain_timeout). The drain starts (or goes on); this fires now.
+            if self._drain_d is None:
+                self._start_drain()
+            return succeed(None)
         if self._drain_d is not None:
             return _chain(self._drain_d)
-        if state != _S.CONNECTED or self._proto is None:
+        return self._start_drain()
+
+    def _start_drain(self) -> Deferred[None]:
+        if self._state != _S.CONNECTED or self._proto is None:
             return self.close()
         self._set_state(_S.DRAINING_SUBS)
         result: Deferred[None] = Deferred()
         self._drain_d = result
         proto = self._proto
         subs = list(self._subs.values())
-        ended = [s.when_ended() for s in subs]
+        # Those already ending (unsubscribed with messages left) are waited for too.
+        ended = [s.when_ended() for s in [*subs, *self._ending.values()]]
         for s in subs:
             s._state = 1  # _DRAINING: keep delivering what is in the mailbox
             proto.write(encode_unsub(s.sid))
@@ -1155,10 +1305,16 @@ class Client:
             self._do_close(None)
         return self.when_closed()
 
+    def _cancel_move(self) -> None:
+        if self._moving is not None:
+            d, self._moving = self._moving, None
+            d.cancel()
+
     def _do_close(self, reason: NatsError | None) -> None:
         if self._state == _S.CLOSED:
             return
         self._set_state(_S.CLOSED)
+        self._cancel_move()
         if self._attempt_call is not None and self._attempt_call.active():
             self._attempt_call.cancel()
         self._attempt_call = None
@@ -1169,9 +1325,10 @@ class Client:
         if self._first_connect is not None:
             fc, self._first_connect = self._first_connect, None
             fc.errback(reason if reason is not None else closed)
-        for sub in list(self._subs.values()):
+        for sub in [*self._subs.values(), *self._ending.values()]:
             sub._close(closed)
         self._subs.clear()
+        self._ending.clear()
         # (Pending requests fail as the request inbox subscription ends just above.)
         for waiter in self._offline_flushes + self._room_waiters:
             waiter.errback(closed)
@@ -1223,6 +1380,52 @@ class Client:
         return f"<txnats.Client {self._state} {self.connected_url or ''}>"
 
 
+class _Retired:
+    """The handler of a connection the client moved away from (lame duck).
+
+    Its messages are still delivered and its errors reported until it closes; its
+    INFO, room and loss no longer concern the client.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+        raise ConnectError("a retired connection does not connect again")  # pragma: no cover
+
+    def msgs_received(self, msgs: list[Msg]) -> None:
+        self._client.msgs_received(msgs)
+
+    def info_received(self, info: dict[str, Any]) -> None:
+        pass
+
+    def server_error(self, error: ServerError) -> None:
+        self._client.server_error(error)
+
+    def schedule(self, fn: Callable[..., object], *args: object) -> None:
+        self._client.schedule(fn, *args)
+
+    def read_started(self) -> None:
+        self._client.read_started()
+
+    def read_finished(self) -> None:
+        self._client.read_finished()
+
+    def outbound_drained(self) -> None:
+        pass
+
+    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
+        pass
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _check_reactor(what: str, reactor: object) -> None:
     """Refuse a first argument that is not a reactor (``connect("nats://...")``)."""
     if isinstance(reactor, (str, bytes)) or not callable(getattr(reactor, "callLater", None)):
@@ -1236,7 +1439,7 @@ def _check_options(opts: Options) -> None:
     """Check every number in ``opts`` (see :mod:`txnats._args`); raise on the first bad one."""
     check_timeout("connect_timeout", opts.connect_timeout, allow_none=False)
     check_delay("ping_interval", opts.ping_interval)  # 0: no PINGs
-    check_count("max_pings_out", opts.max_pings_out)
+    check_count("max_pings_out", opts.max_pings_out, minimum=0)  # 0: stale at the first miss
     check_count("pending_msgs_limit", opts.pending_msgs_limit)
     check_count("pending_bytes_limit", opts.pending_bytes_limit)
     check_timeout("drain_timeout", opts.drain_timeout, allow_none=False)

@@ -54,6 +54,9 @@ _INBOUND_PAYLOAD_SLACK = 64 * 1024
 CLOSE_TIMEOUT = 5.0
 #: A flush of at most this many bytes over plain TCP is sent at once (see flush_now).
 EAGER_WRITE_MAX = 16 * 1024
+#: Over plain TCP, once this many bytes are queued, publish() hands them to the socket
+#: itself (see write_through): a loop that never yields to the reactor keeps going.
+WRITE_THROUGH_AT = 64 * 1024
 
 
 class ConnectionHandler(TypingProtocol):
@@ -297,6 +300,19 @@ class NatsProtocol(Protocol):
             msgs_received(run)
 
     @property
+    def phase(self) -> str:
+        """Where the connection stands, in words (for errors: a timeout names it)."""
+        if self.transport is None:
+            return "TCP connect"
+        if self.ready:
+            return "connected"
+        if not self._got_info:
+            return "TLS handshake" if self.tls_active else "NATS handshake (waiting for INFO)"
+        if self.tls_active and not self.handshake.called:
+            return "TLS or NATS handshake (CONNECT sent, waiting for PONG)"
+        return "NATS handshake (CONNECT sent, waiting for PONG)"
+
+    @property
     def closing(self) -> bool:
         """True once this connection is being closed or aborted."""
         return self._close_reason is not None
@@ -436,8 +452,37 @@ class NatsProtocol(Protocol):
         self._flush_call = None
         self.flush_now()
 
-    def flush_now(self) -> None:
-        """Hand everything queued to the transport now (unless it asked us to pause)."""
+    @property
+    def can_write_through(self) -> bool:
+        """True while :meth:`write_through` can hand data to the socket (plain TCP)."""
+        return self._eager is not None
+
+    def write_through(self) -> None:
+        """Hand everything queued to the socket now, without waiting for the reactor.
+
+        For a publisher that never yields (a plain loop): called by the client once
+        :data:`WRITE_THROUGH_AT` bytes are queued on a plain TCP connection. If the
+        transport's buffer is still full from the last time, the socket is tried first;
+        while the kernel takes nothing, the queue stays here (and the client's outbound
+        bound applies). What this hands over and the kernel has not yet sent is lost
+        if the connection dies: at most the kernel's send buffer and one write.
+        """
+        eager = self._eager
+        if eager is None or self.lost or eager.disconnecting or not self._out:
+            return
+        if self._producer_paused:
+            # The transport resumes us (resumeProducing) once its buffer is empty.
+            eager.doWrite()  # type: ignore[no-untyped-call]
+            if self._producer_paused:
+                return
+        self.flush_now(bulk=True)
+
+    def flush_now(self, bulk: bool = False) -> None:
+        """Hand everything queued to the transport now (unless it asked us to pause).
+
+        Over plain TCP a small flush (or, with ``bulk``, any flush) is also handed to
+        the socket at once instead of on the reactor's next writable event.
+        """
         if self._producer_paused or not self._out or self.lost or self.transport is None:
             return
         out = self._out
@@ -446,14 +491,19 @@ class NatsProtocol(Protocol):
         self.out_bytes = 0
         self.transport.write(data)
         eager = self._eager
-        if eager is not None and len(data) <= EAGER_WRITE_MAX and not eager.disconnecting:
+        if (
+            eager is not None
+            and (bulk or len(data) <= EAGER_WRITE_MAX)
+            and not eager.disconnecting
+        ):
             # A small flush (a request, a reply, a few publishes) is latency-bound: send
             # it now rather than on the reactor's next "writable" event, which saves
             # a pass of the event loop per hop. doWrite() is what the reactor would
             # call; what it cannot send stays queued for the reactor, and an error it
-            # meets is left to the reactor too. A big flush (bulk publishing) is
-            # throughput-bound and waits for the reactor as before, so a socket that
-            # has just died can swallow no more of it than it could without this.
+            # meets is left to the reactor too. A big flush at the end of a turn is
+            # throughput-bound and waits for the reactor, so a socket that has just
+            # died can swallow no more of it than it could without this; a bulk one
+            # (write_through) is there because the reactor is not running.
             eager.doWrite()  # type: ignore[no-untyped-call]
         self.handler.outbound_drained()
 

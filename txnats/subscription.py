@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
@@ -50,6 +51,15 @@ _BATCH = 1024
 
 # Subscription states.
 _ACTIVE, _DRAINING, _ENDING, _CLOSED = range(4)
+
+#: The subscription whose handler is running (set for a turn; coroutines and
+#: inlineCallbacks started by a handler keep it in their copy of the context).
+_serving: ContextVar[Subscription | None] = ContextVar("txnats_serving", default=None)
+
+
+def serving() -> Subscription | None:
+    """The subscription whose handler (or a coroutine it started) is running, if any."""
+    return _serving.get()
 
 
 class Subscription:
@@ -155,6 +165,10 @@ class Subscription:
         if self._state == _CLOSED:
             return
         self._running = True
+        # Handler calls made in this turn, and the coroutines they start (Twisted runs
+        # each in a copy of this context), see which subscription they serve: drain()
+        # called from one must not wait for it (see in_handler_of).
+        token = _serving.set(self)
         try:
             mailbox = self._mailbox
             waiters = self._waiters
@@ -191,6 +205,7 @@ class Subscription:
                         self._client.schedule(self._turn)
                         break
         finally:
+            _serving.reset(token)
             self._running = False
         self._check_end()
 
@@ -296,18 +311,27 @@ class Subscription:
     def drain(self, timeout: float | None = None) -> Deferred[None]:
         """Unsubscribe, and fire once every message the server sent before is handled.
 
+        Fails with the reason (:class:`ConnectionClosedError`, say) if the subscription
+        is ended another way first: the client closed or the connection was lost.
+
         With a ``timeout``, fails with :class:`DrainTimeoutError` if that takes longer
         (the subscription keeps draining; :meth:`unsubscribe` has already happened).
+        Called from this subscription's own handler (or a coroutine it started), it
+        starts the drain and fires at once: waiting would wait for that very handler.
         A ``timeout`` that is not a finite number above zero raises
         :class:`InvalidArgumentError`, having changed nothing.
         """
         timeout = check_timeout("timeout", timeout)
         if self._state == _CLOSED:
             return succeed(None)
-        d = self.when_ended()
         if self._state == _ACTIVE:
             self._state = _DRAINING
             self._client._drain_subscription(self)
+        if _serving.get() is self:
+            # From this subscription's own handler: waiting for the end would wait for
+            # that very handler. The drain goes on; this fires now.
+            return succeed(None)
+        d = self.when_ended().addCallback(self._drained)
         if timeout is not None:
             subject = self.subject
 
@@ -320,6 +344,14 @@ class Subscription:
 
             d.addTimeout(timeout, self._client._clock, onTimeoutCancel=on_timeout)
         return d
+
+    def _drained(self, _: object) -> None:
+        """A drain succeeds only if the subscription ended by itself: ended by a close
+        or a lost connection (messages may have been discarded) or refused by the
+        server, the drain fails with that reason."""
+        reason = self._end_reason
+        if reason is not None and not isinstance(reason, SubscriptionClosedError):
+            raise reason.with_traceback(None)
 
     def when_ended(self) -> Deferred[None]:
         """A fresh Deferred that fires when this subscription has ended."""
