@@ -674,6 +674,118 @@ class LimitTests(SynchronousTestCase):
         self.assertEqual(summarize(events), [msg("f", 1, payload)])
 
 
+# Control lines of a chosen length, one shape per kind: (start, filler byte, end, what
+# follows the line's CRLF, fewest filler bytes). The filler pads the line to the length.
+_LINE_SHAPES: dict[str, tuple[bytes, bytes, bytes, bytes, int]] = {
+    "err": (b"-ERR '", b"x", b"'", b"", 0),
+    "msg": (b"MSG ", b"s", b" 7 0", b"\r\n", 1),
+    # The shape of the line cache's old starting line, MSG _ 0 0.
+    "msg_sid0": (b"MSG ", b"_", b" 0 0", b"\r\n", 1),
+    # A tab: not the shape the MSG regex fast path takes, so the general path parses it.
+    "msg_tab": (b"MSG s\t7 ", b"r", b" 2", b"hi\r\n", 1),
+    "hmsg": (b"HMSG ", b"s", b" 7 12 12", b"NATS/1.0\r\n\r\n\r\n", 1),
+    "info": (b'INFO {"a":"', b"x", b'"}', b"", 0),
+    "ping": (b"PING", b" ", b"", b"", 0),
+}
+
+
+def _line_of(kind: str, n: int) -> tuple[bytes, bytes] | None:
+    """A ``kind`` control line of exactly ``n`` bytes (CRLF not included) and the rest
+    of its frame after the CRLF, or None if that kind cannot be that short."""
+    head, filler, tail, rest, fewest = _LINE_SHAPES[kind]
+    fill = n - len(head) - len(tail)
+    if fill < fewest:
+        return None
+    return head + filler * fill + tail, rest
+
+
+_OVER = "control line exceeds the maximum length"
+
+
+def _verdict(outcome: Outcome) -> tuple[Any, ...]:
+    """What a limit test compares: events, error text, and bytes held if no error."""
+    if outcome.error is not None:
+        return (outcome.summary, str(outcome.error), None)
+    return (outcome.summary, None, outcome.parser.buffered)
+
+
+def _every_feeding(data: bytes) -> Iterable[tuple[str, list[bytes]]]:
+    """``data`` whole, a byte at a time, and cut in two at every point."""
+    yield "whole", [data]
+    yield "bytewise", bytewise(data)
+    for i in range(len(data) + 1):
+        yield f"split at {i}", [data[:i], data[i:]]
+
+
+class ControlLineLimitTests(SynchronousTestCase):
+    """``max_control_line`` means the same thing at every split point: a line of up to
+    that many bytes before its CRLF is accepted, one byte more raises, whether the line
+    arrives whole, a byte at a time or cut anywhere."""
+
+    def test_cache_start_line_over_the_limit_whole_or_split(self) -> None:
+        """``MSG _ 0 0`` (9 bytes) with a limit of 8 raises fed whole, as fed in two reads.
+
+        Regression: the parser's line cache started out holding this very line, so fed
+        whole it matched the cache and skipped the length check."""
+        for chunks in ([b"MSG _ 0 0\r\n\r\n"], [b"MSG _ 0 0", b"\r\n\r\n"]):
+            outcome = run(chunks, max_control_line=8)
+            self.assertIsNotNone(outcome.error, chunks)
+            self.assertEqual(str(outcome.error), _OVER, chunks)
+            self.assertEqual(outcome.events, [], chunks)
+        outcome = run([b"MSG _ 0 0\r\n\r\n"], max_control_line=9)
+        self.assertEqual((outcome.summary, outcome.error), ([msg("_", 0, b"")], None))
+
+    def test_lines_at_limit_minus_one_limit_and_plus_one(self) -> None:
+        """Lines of limit-1, limit and limit+1 bytes, of every kind, with their CRLF (and
+        the rest of the frame), with a lone CR, or with nothing after them: fed whole, a
+        byte at a time and split at every point, each gives one outcome, and that
+        outcome is: accepted up to the limit, ``control line exceeds`` one byte over."""
+        checked = 0
+        for limit in (8, 9, 10, 16, 31):
+            for kind in _LINE_SHAPES:
+                for n in (limit - 1, limit, limit + 1):
+                    made = _line_of(kind, n)
+                    if made is None:
+                        continue
+                    line, rest = made
+                    # The events the complete frame gives under a roomy limit.
+                    reference = run([line + b"\r\n" + rest])
+                    self.assertIsNone(reference.error, line)
+                    self.assertEqual(len(reference.events), 1, line)
+                    for tail in (b"\r\n" + rest, b"\r", b""):
+                        data = line + tail
+                        if n > limit:
+                            expected: tuple[Any, ...] = ([], _OVER, None)
+                        elif tail == b"\r\n" + rest:
+                            expected = (reference.summary, None, 0)
+                        else:
+                            expected = ([], None, len(data))
+                        for how, chunks in _every_feeding(data):
+                            got = _verdict(run(chunks, max_control_line=limit))
+                            self.assertEqual(got, expected, f"limit {limit}, {data!r} fed {how}")
+                            checked += 1
+        self.assertGreater(checked, 4000)
+
+    def test_lower_max_control_line_applies_to_a_cached_line(self) -> None:
+        """A MSG line cached under a higher limit is measured again once the limit drops."""
+        frame = b"MSG abcdefgh 1 0\r\n\r\n"
+        p = Parser(max_control_line=64)
+        self.assertEqual(summarize(p.feed(frame)), [msg("abcdefgh", 1, b"")])
+        p.max_control_line = 15
+        self.assertEqual(p.max_control_line, 15)
+        with self.assertRaises(ProtocolError) as cm:
+            p.feed(frame)
+        self.assertEqual(str(cm.exception), _OVER)
+
+    def test_raised_max_control_line_still_parses_a_cached_line(self) -> None:
+        """Changing the limit empties the line cache; the same line still parses."""
+        frame = b"MSG abcdefgh 1 2\r\nhi\r\n"
+        p = Parser(max_control_line=16)
+        self.assertEqual(summarize(p.feed(frame)), [msg("abcdefgh", 1, b"hi")])
+        p.max_control_line = 64
+        self.assertEqual(summarize(p.feed(frame * 2)), [msg("abcdefgh", 1, b"hi")] * 2)
+
+
 class BufferingTests(SynchronousTestCase):
     """Partial frames are held without rescanning and released when complete."""
 
@@ -827,7 +939,7 @@ class LineCacheTests(SynchronousTestCase):
             )
 
     def test_initial_line_means_what_it_says(self) -> None:
-        """The cache's starting line, sent by a server, parses as the general path would."""
+        """A fresh parser (nothing cached) parses ``MSG _ 0 0`` as the general path would."""
         p = Parser()
         self.assertEqual(summarize(p.feed(b"MSG _ 0 0\r\n\r\n")), [msg("_", 0, b"")])
         self.assertRaises(ProtocolError, Parser().feed, b"\r\n")

@@ -34,10 +34,12 @@ _TOKEN = rb"([^ \t\r\n\x0b\x0c]+)"
 _MSG_LINE = re.compile(
     rb"MSG " + _TOKEN + rb" ([0-9]{1,20}) (?:" + _TOKEN + rb" )?([0-9]{1,10})\r\n"
 )
-# What the parser's one-line cache starts with: a line that means exactly what the
-# cache says it means (sid 0 is never a subscription's, so its messages are ignored).
-_NO_LINE = b"MSG _ 0 0\r\n"
-_NO_LINE_MEANS: tuple[str, int, str | None, int] = ("_", 0, None, 0)
+# The parser's one-line cache when it holds no line. ``bytes.startswith(())`` is always
+# False, so the next MSG line takes the checked paths (regex or general), which test its
+# length and size against the limits before it is cached. (A real line here would skip
+# those checks: it would be accepted however low max_control_line is.)
+_NO_LINE: tuple[()] = ()
+_NO_LINE_MEANS: tuple[str, int, str | None, int] = ("", 0, None, 0)
 # Below this many held bytes, the next read is joined to them as bytes.
 _SMALL = 64 * 1024
 
@@ -102,18 +104,35 @@ def _text(raw: bytes) -> str:
 
 
 class Parser:
-    """Turn server bytes into events. One parser per connection."""
+    """Turn server bytes into events. One parser per connection.
+
+    **The control-line limit.** A control line's length is the number of bytes before
+    its CRLF, the operation name included; the CRLF itself never counts. A line of
+    ``max_control_line`` bytes is accepted and one of ``max_control_line + 1`` bytes
+    raises :class:`ProtocolError`, whether the line arrives whole, a byte at a time or
+    split anywhere: an incomplete line raises as soon as more than ``max_control_line``
+    bytes of it are held (a final CR is not counted, since it may begin the CRLF).
+    nats-server's own ``max_control_line`` likewise leaves the CRLF out; it measures only
+    the arguments after the operation name, so this limit is stricter by the length of
+    the name and its separator (``MSG``, ``HMSG``, ``INFO`` ...). Payload bytes never
+    count.
+
+    :param max_control_line: the longest control line accepted, in bytes, CRLF not
+        counted (see above).
+    :param max_payload: the largest ``#total bytes`` accepted in MSG/HMSG; capped at
+        :data:`HARD_MAX_PAYLOAD`.
+    """
 
     __slots__ = (
         "_buf",
         "_failed",
         "_last",
         "_last_line",
+        "_max_control_line",
         "_max_payload",
         "_pending",
         "_scan",
         "controls",
-        "max_control_line",
     )
 
     def __init__(
@@ -121,12 +140,13 @@ class Parser:
         max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
         max_payload: int = HARD_MAX_PAYLOAD,
     ) -> None:
-        self.max_control_line = max_control_line
+        self._max_control_line = max_control_line
         self._max_payload = min(max_payload, HARD_MAX_PAYLOAD)
         # The control line (CRLF included) of the last MSG parsed by the fast path, and
         # what it said: (subject, sid, reply, total). A subscription's messages arrive
-        # with the same line over and over; recognising it takes one comparison.
-        self._last_line = _NO_LINE
+        # with the same line over and over; recognising it takes one comparison. Only a
+        # line that passed both limits is cached, and a limit change empties the cache.
+        self._last_line: bytes | tuple[()] = _NO_LINE
         self._last: tuple[str, int, str | None, int] = _NO_LINE_MEANS
         self._buf: bytes | bytearray = b""
         self._scan = 0
@@ -135,6 +155,18 @@ class Parser:
         self._failed = False
         #: How many events other than MSG/HMSG the last feed() returned.
         self.controls = 0
+
+    @property
+    def max_control_line(self) -> int:
+        """Longest control line accepted, in bytes before its CRLF (see :class:`Parser`)."""
+        return self._max_control_line
+
+    @max_control_line.setter
+    def max_control_line(self, value: int) -> None:
+        self._max_control_line = value
+        # The cached line's length was checked against the old limit.
+        self._last_line = _NO_LINE
+        self._last = _NO_LINE_MEANS
 
     @property
     def max_payload(self) -> int:
@@ -208,7 +240,7 @@ class Parser:
         scan = max(self._scan, 0)
         n = len(buf)
         append = events.append
-        max_line = self.max_control_line
+        max_line = self._max_control_line
         is_bytes = type(buf) is bytes
         msg_match = _MSG_LINE.match
         new_msg = object.__new__
