@@ -672,7 +672,6 @@ FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
-    derandomize=False,
     phases=[Phase.explicit, Phase.generate, Phase.shrink],
     suppress_health_check=list(HealthCheck),
 )
