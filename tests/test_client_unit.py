@@ -835,12 +835,13 @@ class RequestTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_bad_subject_request_fails(self) -> None:
-        """A request to an invalid subject fails at once and leaves no entry."""
+        """A request to an invalid subject fails at once and leaves no entry (the
+        request inbox is not even made: the subject is checked first)."""
         client, _server = self.connected()
         self.failureResultOf(client.request("bad subject", b""), BadSubjectError)
         self.failureResultOf(client.request(["unhashable"], b""), BadSubjectError)  # type: ignore[arg-type]
-        assert client._mux is not None
-        self.assertEqual(len(client._mux), 0)
+        self.assertIsNone(client._mux)
+        self.assertEqual(client.subscriptions, [])
 
 
 class FlushTests(ClientTestMixin, SynchronousTestCase):

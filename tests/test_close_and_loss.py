@@ -15,6 +15,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnats.errors import (
+    BadHeaderError,
     ConnectError,
     HeadersNotSupportedError,
     MaxPayloadError,
@@ -330,3 +331,19 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(client.stats.out_bytes, 16 + 16 + 3)
         self.clock.advance(0)
         self.assertIn(b"PUB a 16\r\n", server.transport.value())
+
+
+class HeadersTypeTests(ClientTestMixin, SynchronousTestCase):
+    """A headers argument that is no mapping is refused clearly, sending nothing."""
+
+    def test_headers_not_a_mapping(self) -> None:
+        """publish/request/request_many with headers=1 (or "x") raise BadHeaderError,
+        not an AttributeError from deep inside, and send nothing."""
+        client, server = self.connected()
+        for bad in (1, "x", 1.5, [("K", "v")]):
+            self.assertRaises(BadHeaderError, client.publish, "a", b"", headers=bad)
+            self.failureResultOf(client.request("a", b"", headers=bad), BadHeaderError)
+            self.failureResultOf(client.request_many("a", b"", headers=bad), BadHeaderError)
+        self.clock.advance(0)
+        self.assertEqual(server.transport.value(), b"")
+        self.assertEqual(client.subscriptions, [])

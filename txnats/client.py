@@ -899,33 +899,47 @@ class Client:
         self._out_msgs += 1
         self._out_bytes += payload
 
-    def _encode(
-        self, subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
-    ) -> tuple[bytes, int, int]:
-        """Encode PUB with a reply, or HPUB; return the frame, the message size (headers
-        included) and the payload's size in bytes."""
+    def _payload(self, data: bytes, headers: HeaderInput | None) -> tuple[bytes, bytes | None]:
+        """Check a message's data and headers; return the data as bytes and the encoded
+        header block (None without headers)."""
         if type(data) is not bytes:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise InvalidArgumentTypeError(
                     f"data must be bytes, not {type(data).__name__}"
                 )
             data = bytes(data)  # (a memoryview's len() counts items, not bytes)
-        n = len(data)
         if headers is None:
-            if reply is None:
-                return b"PUB %s %d\r\n%s\r\n" % (subj, n, data), n, n
-            rep = reply_subject(reply)
-            return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, n, data), n, n
+            return data, None
         if not self._headers_supported:
             raise HeadersNotSupportedError(
                 f"the server ({self.connected_url or 'last connected'}) does not support "
                 "headers; the message was not sent"
             )
-        hdr = encode_headers(headers)
-        rep = b"" if reply is None else reply_subject(reply) + b" "
+        return data, encode_headers(headers)
+
+    @staticmethod
+    def _frame(subj: bytes, data: bytes, rep: bytes | None, hdr: bytes | None) -> tuple[bytes, int]:
+        """PUB or HPUB for checked parts; return the frame and the message size."""
+        n = len(data)
+        if hdr is None:
+            if rep is None:
+                return b"PUB %s %d\r\n%s\r\n" % (subj, n, data), n
+            return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, n, data), n
         hl = len(hdr)
         total = hl + n
-        return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, total, hdr, data), total, n
+        if rep is None:
+            return b"HPUB %s %d %d\r\n%s%s\r\n" % (subj, hl, total, hdr, data), total
+        return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subj, rep, hl, total, hdr, data), total
+
+    def _encode(
+        self, subj: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
+    ) -> tuple[bytes, int, int]:
+        """Encode PUB with a reply, or HPUB; return the frame, the message size (headers
+        included) and the payload's size in bytes."""
+        payload, hdr = self._payload(data, headers)
+        rep = None if reply is None else reply_subject(reply)
+        frame, size = self._frame(subj, payload, rep, hdr)
+        return frame, size, len(payload)
 
     def _write_through(self, proto: NatsProtocol) -> None:
         """Past ``_through_at`` queued bytes: hand the queue to the socket (plain TCP).
@@ -1116,8 +1130,18 @@ class Client:
         :class:`ConnectionClosedError` if the client closes first. Cancelling the
         Deferred withdraws the request; a response arriving later is dropped.
         """
+        # Everything about the call is checked before the request inbox is made or a
+        # deadline armed.
         try:
             timeout = check_timeout("timeout", timeout)
+            subj = publish_subject(subject)
+            payload, hdr = self._payload(data, headers)
+            size = len(payload) if hdr is None else len(payload) + len(hdr)
+            if size > self._max_payload:
+                raise MaxPayloadError(
+                    f"message of {size} bytes exceeds the server's max_payload "
+                    f"{self._max_payload}"
+                )
         except NatsError as e:
             return fail(e)
         if self._state == _S.CLOSED:
@@ -1128,21 +1152,11 @@ class Client:
                 mux = self._mux = RequestMux(self, f"{self.new_inbox()}.")
             except NatsError as e:
                 return fail(e)
-        try:
-            subj = publish_subject(subject)
-        except NatsError as e:
-            return fail(e)
         reply, d = mux.new_reply(subject, timeout)
+        # The reply subject is ours and known to be valid: no need to check it.
+        frame, size = self._frame(subj, payload, reply.encode(), hdr)
         try:
-            if headers is None and type(data) is bytes:
-                # The reply subject is ours and known to be valid: no need to check it.
-                size = len(data)
-                frame = b"PUB %s %s %d\r\n%s\r\n" % (subj, reply.encode(), size, data)
-            else:
-                frame, size, payload = self._encode(subj, data, reply, headers)
-                self._send(frame, size, payload)
-                return d
-            self._send(frame, size, size)
+            self._send(frame, size, len(payload))
         except NatsError as e:
             mux.forget(reply)
             return fail(e)
@@ -1439,7 +1453,7 @@ def _check_options(opts: Options) -> None:
     """Check every number in ``opts`` (see :mod:`txnats._args`); raise on the first bad one."""
     check_timeout("connect_timeout", opts.connect_timeout, allow_none=False)
     check_delay("ping_interval", opts.ping_interval)  # 0: no PINGs
-    check_count("max_pings_out", opts.max_pings_out, minimum=0)  # 0: stale at the first miss
+    check_count("max_pings_out", opts.max_pings_out)  # (0 would drop a healthy connection)
     check_count("pending_msgs_limit", opts.pending_msgs_limit)
     check_count("pending_bytes_limit", opts.pending_bytes_limit)
     check_timeout("drain_timeout", opts.drain_timeout, allow_none=False)

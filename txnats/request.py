@@ -21,13 +21,15 @@ from twisted.python.failure import Failure
 from txnats._args import check_count, check_timeout
 from txnats.errors import (
     ConnectionClosedError,
+    InvalidArgumentTypeError,
     NatsError,
     NoRespondersError,
     SlowConsumerError,
     TimeoutError,
 )
+from txnats.protocol.commands import publish_subject
 from txnats.protocol.events import Msg
-from txnats.protocol.headers import HeaderInput
+from txnats.protocol.headers import HeaderInput, encode_headers
 
 if TYPE_CHECKING:
     from txnats.client import Client
@@ -140,6 +142,9 @@ class RequestMux:
     def forget(self, reply: str) -> None:
         """Drop a registration whose request could not be published."""
         self._pop(reply[self._plen :])
+        if not self._pending and self._timer is not None:
+            self._timer.cancel()  # no deadline is left behind for a request never sent
+            self._timer = None
 
     def _cancel(self, token: str) -> None:
         self._pop(token)
@@ -203,6 +208,15 @@ def request_many(
         check_timeout("stall", stall)
         if max_msgs is not None:
             check_count("max_msgs", max_msgs)
+        if sentinel is not None and not callable(sentinel):
+            raise InvalidArgumentTypeError(
+                f"sentinel must be callable, not {type(sentinel).__name__}"
+            )
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentTypeError(f"data must be bytes, not {type(data).__name__}")
+        publish_subject(subject)
+        if headers is not None:
+            encode_headers(headers)  # (checked now: the inbox is not made for nothing)
     except NatsError as e:
         return fail(e)
     results: list[Msg] = []

@@ -195,6 +195,11 @@ def encode_headers(headers: HeaderInput) -> bytes:
                 _check_value("description", headers.description)
                 first = f"{first} {headers.description}"
     else:
+        if not isinstance(headers, Mapping):
+            raise BadHeaderError(
+                "headers must be a txnats.Headers or a mapping of names to values, "
+                f"not {type(headers).__name__}"
+            )
         first = _HEADER_LINE_STR
         flat: list[tuple[str, str]] = []
         for name, value in headers.items():
