@@ -19,6 +19,9 @@ How each workload uses nats-py (its documented, ordinary usage):
 - req: a responder connection answers with ``await msg.respond(msg.data)`` in a
   ``cb=``; the requester makes ``await nc.request(...)`` sequentially, or keeps M in
   flight with M sequential loops under ``asyncio.gather`` (a bounded window).
+
+Every subscriber and responder connection is confirmed (:func:`_confirm`) before the
+clock starts, so the server knows its subscription before the first message.
 """
 
 from __future__ import annotations
@@ -104,6 +107,24 @@ async def _connect(args: argparse.Namespace, name: str) -> Any:
     return await nats.connect(args.server, name=name)
 
 
+async def _confirm(nc: Any) -> None:
+    """Return once the server has processed every ``SUB`` that ``nc`` has sent.
+
+    Call it on a subscriber's (or responder's) own connection before another connection
+    starts publishing to it. One ``flush()`` is not enough with nats-py: ``subscribe()``
+    leaves its ``SUB`` queued for the flusher task, while ``flush()`` writes its ``PING``
+    straight to the socket, so the ``PING`` can overtake the ``SUB`` and its ``PONG``
+    come back before the server knows the subscription (``compare.py --quick`` then
+    failed about one run in 10, ``req`` with ``NoRespondersError``; ``pubsub`` and
+    ``fanout`` can lose their first messages and stall the same way). The
+    flusher task was woken by ``subscribe()``, so it has written the ``SUB`` by the time
+    the first ``PONG`` is read; the second ``PING`` follows the ``SUB`` on the wire, and
+    its ``PONG`` proves the subscription registered.
+    """
+    await nc.flush(timeout=STALL)
+    await nc.flush(timeout=STALL)
+
+
 async def _publish(nc: Any, subject: str, payload: bytes, count: int, sent: list[int]) -> None:
     publish = nc.publish
     for i in range(count):
@@ -182,7 +203,7 @@ async def bench_pubsub(args: argparse.Namespace, workload: str = "pubsub") -> di
                         counts[slot] += 1
 
                 readers.append(pull(i, sub))
-            await nc.flush()
+            await _confirm(nc)
         if target == 0:
             for r in readers:
                 if isinstance(r, asyncio.Future):
@@ -236,7 +257,7 @@ async def bench_req(args: argparse.Namespace) -> dict[str, Any]:
             await msg.respond(msg.data)
 
         await responder.subscribe(args.subject, cb=respond)
-        await responder.flush()
+        await _confirm(responder)
         payload = b"x" * args.size
         perf = time.perf_counter
         remaining = [args.msgs or 0]

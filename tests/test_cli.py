@@ -7,6 +7,7 @@ in threads so the reactor stays free.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -18,12 +19,22 @@ from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
+from twisted.internet.interfaces import IDelayedCall, IListeningPort
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.threads import deferToThread
+from twisted.protocols.portforward import (
+    ProxyClient,
+    ProxyClientFactory,
+    ProxyFactory,
+    ProxyServer,
+)
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SkipTest, TestCase
 
 import txnats
 from txnats.testing import NatsServer
 
+from ._helpers import wait_until
 from ._shared_server import ServerPerClass
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -442,3 +453,177 @@ class BenchOnTerminalTests(ServerPerClass, TestCase):
     async def test_obj(self) -> None:
         """``bench obj`` on a terminal draws its bar and prints its result."""
         await self.run_on_terminal("obj")
+
+
+class _HeldClient(ProxyClient):
+    """The server side of :class:`_SubHoldingProxy` (what the server sends goes
+    straight back to the client)."""
+
+    noisy = False
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        assert isinstance(self.peer, _SubHoldingServer)
+        self.proxy = self.peer.factory
+        self.proxy.open.add(self)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        super().connectionLost(reason)
+        self.proxy.open.discard(self)
+
+
+class _HeldClientFactory(ProxyClientFactory):
+    protocol = _HeldClient
+
+
+class _SubHoldingServer(ProxyServer):
+    """The client side of :class:`_SubHoldingProxy`: forwards the client's bytes in
+    order, but from the first ``SUB <subject> `` line on holds them for a while."""
+
+    factory: _SubHoldingProxy  # type: ignore[assignment]
+    clientProtocolFactory = _HeldClientFactory
+    noisy = False
+
+    def connectionMade(self) -> None:
+        self._tail = b""  # the last bytes forwarded, to find a marker split in two
+        self._held: list[bytes] | None = None
+        self._release_call: IDelayedCall | None = None
+        self.factory.open.add(self)
+        super().connectionMade()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self._release_call is not None and self._release_call.active():
+            self._release_call.cancel()
+        super().connectionLost(reason)
+        self.factory.open.discard(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        assert self.peer is not None
+        if self._held is not None:
+            self._held.append(data)
+            return
+        if self._release_call is None:
+            marker = self.factory.marker
+            found = (self._tail + data).find(marker)
+            if found >= 0:
+                cut = max(0, found - len(self._tail))
+                if cut:
+                    self.peer.transport.write(data[:cut])
+                self._held = [data[cut:]]
+                self.factory.holds += 1
+                self._release_call = reactor.callLater(  # type: ignore[attr-defined]
+                    self.factory.hold, self._release
+                )
+                return
+            self._tail = (self._tail + data)[-len(marker) :]
+        self.peer.transport.write(data)
+
+    def _release(self) -> None:
+        held, self._held = self._held or [], None
+        if self.peer is not None:
+            self.peer.transport.write(b"".join(held))
+
+
+class _SubHoldingProxy(ProxyFactory):
+    """A TCP proxy to a nats-server that delays, on every connection, the client's
+    ``SUB`` for ``subject`` (and whatever the client sends after it, which stays in
+    order behind it) by ``hold`` seconds.
+
+    A client that confirms its subscription with a PING sent after the SUB waits
+    those seconds for its PONG; a PING that overtakes the SUB comes back at once, while
+    the server does not yet know the subscription.
+    """
+
+    protocol = _SubHoldingServer
+
+    def __init__(self, server: NatsServer, subject: str, hold: float) -> None:
+        super().__init__("127.0.0.1", server.port)
+        self.marker = b"SUB " + subject.encode() + b" "
+        self.hold = hold
+        self.holds = 0
+        self.open: set[Protocol] = set()
+        self.listening: IListeningPort = reactor.listenTCP(  # type: ignore[attr-defined]
+            0, self, interface="127.0.0.1"
+        )
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.listening.getHost().port}"
+
+    async def stop(self) -> None:
+        """Stop listening, cut every connection and wait (bounded) until all are gone."""
+        await self.listening.stopListening()
+        for proto in list(self.open):
+            if proto.transport is not None:
+                proto.transport.abortConnection()  # type: ignore[attr-defined]
+        await wait_until(lambda: not self.open)
+
+
+#: How long the proxy holds a subscriber's SUB: far longer than a confirmed workload
+#: needs to send its first message once its subscriber's flush returns.
+SUB_HOLD = 1.0
+
+
+class SubscriberConfirmedTests(ServerPerClass, TestCase):
+    """Every benchmark subscriber (and responder) is known to the server before the
+    clock starts, whichever client runs it: a proxy holds each subscriber's ``SUB``
+    for a second, so a workload that starts publishing or requesting before its
+    subscriber's own connection has flushed loses the race every time, not one run in
+    ten (``NoRespondersError`` for req, lost messages and a stall for pubsub)."""
+
+    timeout = 120
+
+    async def through_proxy(self, script: str, workload: str, *args: str, subs: int = 1) -> None:
+        subject = f"held.{workload}"
+        proxy = _SubHoldingProxy(self.server, subject, SUB_HOLD)  # type: ignore[arg-type]
+        self.addCleanup(proxy.stop)
+        if script == "txnats":
+            cmd: tuple[str, ...] = ("-m", "txnats", "bench", workload, "--no-progress")
+        else:
+            cmd = (str(ROOT / "benchmarks" / "natspy_bench.py"), workload)
+        run = await deferToThread(
+            _run, *cmd, *args, "--subject", subject, "--server", proxy.url, "--json"
+        )
+        self.assertEqual(run.returncode, 0, f"{script} {workload}: {run.stderr[-2000:]}")
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        self.assertEqual(result["workload"], workload)
+        self.assertGreater(result["msgs_per_sec"], 0)
+        self.assertEqual(proxy.holds, subs, "the proxy did not hold every SUB")
+
+    async def test_natspy_req(self) -> None:
+        """nats-py's responder is confirmed before the first request: no
+        NoRespondersError although its SUB reaches the server a second late."""
+        await self.through_proxy("nats-py", "req", "--msgs", "20")
+
+    async def test_natspy_req_uvloop(self) -> None:
+        """On uvloop too, nats-py's responder is confirmed before the first request."""
+        if importlib.util.find_spec("uvloop") is None:
+            raise SkipTest("uvloop is not installed")
+        await self.through_proxy("nats-py", "req", "--msgs", "20", "--uvloop")
+
+    async def test_natspy_pubsub(self) -> None:
+        """nats-py's subscriber (a callback) is confirmed before the first publish: it
+        receives every message although its SUB reaches the server a second late."""
+        await self.through_proxy("nats-py", "pubsub", "--msgs", "200", "--mode", "cb")
+
+    async def test_natspy_pubsub_next(self) -> None:
+        """nats-py's ``next_msg()`` subscriber is confirmed before the first publish."""
+        await self.through_proxy("nats-py", "pubsub", "--msgs", "200", "--mode", "next")
+
+    async def test_natspy_fanout(self) -> None:
+        """Each of nats-py's fan-out subscribers is confirmed before the first publish."""
+        await self.through_proxy(
+            "nats-py", "fanout", "--msgs", "200", "--subs", "2", subs=2
+        )
+
+    async def test_txnats_req(self) -> None:
+        """txnats's responder is confirmed before the first request."""
+        await self.through_proxy("txnats", "req", "--msgs", "20")
+
+    async def test_txnats_pubsub(self) -> None:
+        """txnats's subscriber is confirmed before the first publish."""
+        await self.through_proxy("txnats", "pubsub", "--msgs", "200", "--mode", "iter")
+
+    async def test_txnats_fanout(self) -> None:
+        """Each of txnats's fan-out subscribers is confirmed before the first publish."""
+        await self.through_proxy("txnats", "fanout", "--msgs", "200", "--subs", "2", subs=2)

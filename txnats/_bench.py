@@ -15,6 +15,11 @@ connections of their own, as ``nats bench`` does, and returns a result dict that
 Publishing loops keep the outbound buffer bounded: after each batch of about
 :data:`HIGH_WATER` bytes they wait for :meth:`~txnats.Client.wait_for_room`, which
 also lets the reactor run (and the subscribers of the same process read).
+
+Subscribers and responders run on connections of their own, so before the clock
+starts each of those connections is flushed (:func:`_confirm`): the server has then
+registered their subscriptions, and none of the first messages or requests can reach
+it before them.
 """
 
 from __future__ import annotations
@@ -203,6 +208,20 @@ def _split(total: int, parts: int) -> list[int]:
     return [share + (1 if i < extra else 0) for i in range(parts)]
 
 
+async def _confirm(clients: Sequence[Client]) -> None:
+    """Return once the server has processed every ``SUB`` these connections have sent.
+
+    Call it on the subscribers' (or the responder's) own connections before another
+    connection starts publishing to them: the server reads each connection on its own,
+    so a publisher's first messages could otherwise reach it before a subscription,
+    and be dropped (a request answered "no responders"). ``SUB`` and ``PING`` leave a
+    txnats connection through one ordered queue, so the ``PONG`` of a flush on that
+    connection proves its subscriptions registered.
+    """
+    for nc in clients:
+        await nc.flush(STALL)
+
+
 async def _publish(
     nc: Client, subject: str, payload: bytes, count: int, sent: list[int], slot: int
 ) -> None:
@@ -385,8 +404,7 @@ async def bench_pubsub(
         pub_clients = clients[subs:]
         first = [0.0]  # the clock starts at the first publish, not the first message
         readers = [_consume(nc, subject, msgs, mode, first) for nc in sub_clients]
-        for nc in sub_clients:
-            await nc.flush(STALL)
+        await _confirm(sub_clients)
         all_subs = [s for s, _ in readers]
 
         def received() -> int:
@@ -470,8 +488,7 @@ async def bench_sub(
     try:
         first: list[float] = []
         readers = [_consume(nc, subject, msgs, mode, first) for nc in clients]
-        for nc in clients:
-            await nc.flush(STALL)
+        await _confirm(clients)
         all_subs = [s for s, _ in readers]
 
         def received() -> int:
@@ -544,7 +561,7 @@ async def bench_req(
             msg.respond(msg.data)
 
         responder.subscribe(subject, respond)
-        await responder.flush(STALL)
+        await _confirm([responder])
         payload = b"x" * size
         perf = time.perf_counter
         remaining: list[int] = [msgs or 0]
