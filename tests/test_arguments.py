@@ -433,7 +433,7 @@ class ConnectOptionTests(ArgsMixin, SynchronousTestCase):
             clock, [endpoint()],
             Options(reconnect_wait=0, reconnect_jitter=0, ping_interval=0), rng=Random(1),
         )
-        d = client._start()
+        d = client.start()
         clock.advance(0)
         server = self.accept()
         self.successResultOf(d)

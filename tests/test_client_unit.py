@@ -125,7 +125,7 @@ class ClientTestMixin:
     def connected(self, **opts: Any) -> tuple[Client, ServerSide]:
         info = opts.pop("info", {})
         client = self.make_client(**opts)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         server = self.accept(**info)
         assert self.successResultOf(d) is client  # type: ignore[attr-defined]
@@ -165,7 +165,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
     def test_connect_fires_after_handshake(self) -> None:
         """The connect Deferred fires only after INFO, CONNECT+PING and PONG."""
         client = self.make_client()
-        d = client._start()
+        d = client.start()
         self.assertEqual(self.clock.tcpClients, [])
         self.clock.advance(0)
         self.assertEqual(len(self.clock.tcpClients), 1)
@@ -189,7 +189,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
     def test_first_connect_auth_error(self) -> None:
         """A server refusing the credentials fails connect with AuthorizationError."""
         client = self.make_client(user="u", password="bad")
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         server = ServerSide(self.clock)
         server.send(info_line(auth_required=True))
@@ -208,7 +208,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
             raise ValueError("token service down")
 
         client = self.make_client(token_handler=token_handler)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         server = ServerSide(self.clock)
         server.send(info_line(auth_required=True))
@@ -224,7 +224,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
     def test_first_connect_tries_each_server_once(self) -> None:
         """Without retry_on_failed_connect each server is dialled once, then NoServersError."""
         client = self.make_client([endpoint(4222), endpoint(4223), endpoint(4224)])
-        d = client._start()
+        d = client.start()
         attempts = self.fail_dials()
         self.assertEqual([p for _, p in attempts], [4222, 4223, 4224])
         self.assertEqual({t for t, _ in attempts}, {0.0})
@@ -234,7 +234,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
     def test_connect_timeout(self) -> None:
         """A dial that never completes is cancelled after connect_timeout."""
         client = self.make_client(connect_timeout=1.5)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         connector = self.clock.connectors[0]
         self.clock.advance(1.5 - 1 / 64)
@@ -250,7 +250,7 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
     def test_handshake_timeout(self) -> None:
         """A server that never sends PONG is aborted after connect_timeout."""
         client = self.make_client(connect_timeout=2.0)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         server = ServerSide(self.clock)
         server.send(info_line())
@@ -275,7 +275,7 @@ class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
             reconnect_jitter=jitter,
             closed_cb=lambda: closed.append(None),
         )
-        d = client._start()
+        d = client.start()
         attempts = self.fail_dials()
         self.assertEqual(len(attempts), 15)
         self.assertEqual(Counter(p for _, p in attempts), {4222: 5, 4223: 5, 4224: 5})
@@ -303,7 +303,7 @@ class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
                 retry_on_failed_connect=True,
                 reconnect_wait=rng.randint(1, 16) / 4,
             )
-            d = client._start()
+            d = client.start()
             attempts = self.fail_dials()
             self.assertEqual(len(attempts), n * k, (n, k))
             self.failureResultOf(d, NoServersError)
@@ -407,7 +407,7 @@ class PublishTests(ClientTestMixin, SynchronousTestCase):
     def test_publish_while_connecting_is_sent_after_connect(self) -> None:
         """Publishes made before the first connect go out after the handshake, in order."""
         client = self.make_client()
-        d = client._start()
+        d = client.start()
         client.publish("early", b"1")
         client.subscribe("s")
         client.publish("early", b"2")
@@ -916,7 +916,7 @@ class CloseDrainTests(ClientTestMixin, SynchronousTestCase):
             reconnect_wait=1.0,
             reconnect_jitter=0.0,
         )
-        first: Deferred[Client] | None = client._start()
+        first: Deferred[Client] | None = client.start()
         server: ServerSide | None = None
         if state == "CONNECTING-scheduled":
             pass
@@ -1013,7 +1013,7 @@ class CloseDrainTests(ClientTestMixin, SynchronousTestCase):
     def test_close_cancels_dial(self) -> None:
         """close() while dialling stops the connector."""
         client = self.make_client()
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         client.close()
         self.assertTrue(self.clock.connectors[0].stoppedConnecting)
@@ -1022,7 +1022,7 @@ class CloseDrainTests(ClientTestMixin, SynchronousTestCase):
     def test_close_aborts_handshake(self) -> None:
         """close() during the handshake aborts the half-open connection."""
         client = self.make_client()
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         server = ServerSide(self.clock)
         server.send(info_line())
@@ -1283,7 +1283,7 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
             disconnected_cb=lambda e: calls.append("disconnected"),
             reconnect_jitter=0,
         )
-        client._start()
+        client.start()
         self.clock.advance(0)
         old = self.accept()
         got: list[bytes] = []
@@ -1342,7 +1342,7 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
     def test_lame_duck_move_fails_then_reconnects(self) -> None:
         """If the next server cannot be reached, the client reconnects as after a loss."""
         client = self.make_client([endpoint(4222), endpoint(4223)], reconnect_jitter=0)
-        client._start()
+        client.start()
         self.clock.advance(0)
         old = self.accept()
         old.send(info_line(ldm=True))

@@ -255,7 +255,7 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
     def test_timeout_during_tcp_connect_names_it(self) -> None:
         """A dial that never completes times out as 'timed out ... (TCP connect)'."""
         client = self.make_client(connect_timeout=0.5)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         self.clock.advance(0.5)
         err = self.failureResultOf(d, NoServersError).value
@@ -279,7 +279,7 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
 
         self.patch(Server, "endpoint", lambda *a, **k: Resolving())
         client = self.make_client(["nats://nats.example:4222"], connect_timeout=0.25)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         self.assertEqual(len(dials), 1)
         self.clock.advance(0.25)
@@ -291,7 +291,7 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
     def test_timeout_during_handshake_names_it(self) -> None:
         """Connected, INFO never comes: 'timed out ... (NATS handshake (waiting for INFO))'."""
         client = self.make_client(connect_timeout=1.0)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         ServerSide(self.clock)  # TCP up, silent
         self.clock.advance(1.0)
@@ -301,7 +301,7 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
     def test_timeout_waiting_for_pong_names_it(self) -> None:
         """INFO came, CONNECT sent, no PONG: the phase says so."""
         client = self.make_client(connect_timeout=1.0)
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         server = ServerSide(self.clock)
         server.send(info_line())
@@ -313,7 +313,7 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
     def test_refused_is_not_a_timeout(self) -> None:
         """A refused dial says refused, not timed out."""
         client = self.make_client()
-        d = client._start()
+        d = client.start()
         self.clock.advance(0)
         _, _, factory, _, _ = self.clock.tcpClients[-1]
         factory.clientConnectionFailed(self.clock.connectors[-1], Failure(ConnectionRefusedError()))

@@ -857,7 +857,7 @@ def connected_client() -> tuple[Client, StringTransport, MemoryReactorClock]:
     """A Client whose connection is a StringTransport, past the handshake."""
     clock = MemoryReactorClock()
     client = Client(clock, ["tcp:host=127.0.0.1:port=4222"], Options(no_randomize=True))
-    d = client._start()
+    d = client.start()
     clock.advance(0)
     _, _, factory, _, _ = clock.tcpClients[-1]
     proto = factory.buildProtocol(None)

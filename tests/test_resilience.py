@@ -905,7 +905,7 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
                 disconnected_cb=lambda e, lost=lost: lost.append(self.clock.seconds()),
             )
             self.clock.advance(rng.randint(0, 100) / 4)  # a random handshake time
-            client._start()
+            client.start()
             self.clock.advance(0)
             # The server announces a second one, discovered behind the seed.
             server = self.accept(connect_urls=["127.0.0.1:4223"])

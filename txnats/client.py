@@ -196,6 +196,7 @@ class Client:
         # A move off a lame-duck server under way: the dial to the next server.
         self._moving: Deferred[NatsProtocol] | None = None
         self._shutdown_trigger: object = None
+        self._started = False
 
     # ================================================================== state
     @property
@@ -337,8 +338,16 @@ class Client:
         self.schedule(self._call_user, "error", self.options.error_cb, error)
 
     # ================================================================== connecting
-    def _start(self) -> Deferred[Client]:
-        """Make the first connection: each server once (or forever, with retry)."""
+    def start(self) -> Deferred[Client]:
+        """Make the first connection of a client built with ``Client(reactor, servers,
+        options)``; fires with the client once connected (what :func:`connect` returns).
+
+        Each server is tried once (or, with ``retry_on_failed_connect``, as often as
+        reconnecting would). Call it once.
+        """
+        if self._started:
+            raise ConnectError("the client was started already")
+        self._started = True
         d: Deferred[Client] = Deferred()
         self._first_connect = d
         # Close cleanly when the reactor stops (task.react ending, Ctrl-C), instead of
@@ -1575,4 +1584,4 @@ def connect(
         client = Client(reactor, servers, opts)
     except NatsError as e:
         return fail(e)
-    return client._start()
+    return client.start()

@@ -81,6 +81,9 @@ class IClient(Interface):
     def drain() -> object:
         """Drain subscriptions, then close."""
 
+    def start() -> object:
+        """Make the first connection of a client built directly; Deferred firing with it."""
+
     def close() -> object:
         """Close now."""
 
