@@ -37,7 +37,7 @@ from txnats.errors import (
     WrongLastSequenceError,
 )
 from txnats.jetstream import JetStreamContext, JsMsg, OrderedConsumer, PubAck
-from txnats.jetstream.context import api_error, check_name
+from txnats.jetstream._api import api_error, check_name
 from txnats.jetstream.msg import MsgMetadata, SequencePair, parse_metadata
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import Headers, encode_headers, parse_headers

@@ -9,7 +9,8 @@ from __future__ import annotations
 from zope.interface import classImplements
 
 from txnats.interfaces import IJsMsg, IKeyValue, IObjectStore
-from txnats.jetstream.context import JetStreamContext, PubAck, RawStreamMsg
+from txnats.jetstream._api import PubAck, RawStreamMsg
+from txnats.jetstream.context import JetStreamContext
 from txnats.jetstream.kv import Entry, KeyValue, KeyValueStatus, KeyWatcher
 from txnats.jetstream.msg import JsMsg, MsgMetadata, SequencePair
 from txnats.jetstream.object_store import ObjectInfo, ObjectStore, ObjectStoreStatus

@@ -4,189 +4,59 @@ Built on the client's public API only (``request``, ``publish``, ``subscribe``,
 ``new_inbox``). Stream and consumer configurations and infos are the server's JSON
 objects as dicts (ADR-1): fields pass through untouched, durations in nanoseconds, so
 a field a newer server adds needs no change here.
+
+The context is the top of ``txnats.jetstream``: the pull consumer and the stores it
+hands out take it as an argument and know it only as a type, so it imports them and
+they import nothing of it at run time.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_delay, check_timeout
 from txnats.errors import (
-    API_ERRORS,
-    APIError,
-    BucketNotFoundError,
-    ConnectionClosedError,
     InvalidArgumentError,
     JetStreamError,
     JetStreamNotEnabledError,
-    MsgNotFoundError,
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
-    StreamNotFoundError,
-    TimeoutError,
     TooManyStalledMsgsError,
 )
+from txnats.jetstream._acks import AckInbox
+from txnats.jetstream._api import (
+    PubAck,
+    RawStreamMsg,
+    api_error,
+    bucket_not_found,
+    check_name,
+    check_publish_args,
+    headers_for,
+    parse_pub_ack,
+    raw_from_direct,
+    raw_from_json,
+)
+from txnats.jetstream.kv import KeyValue
+from txnats.jetstream.object_store import ObjectStore
+from txnats.jetstream.pull import PullConsumer
 from txnats.protocol.events import Msg
-from txnats.protocol.headers import HeaderInput, Headers, parse_headers
+from txnats.protocol.headers import HeaderInput
 
 if TYPE_CHECKING:
     from txnats.client import Client
-    from txnats.jetstream.kv import KeyValue
-    from txnats.jetstream.object_store import ObjectStore
-    from txnats.jetstream.pull import PullConsumer
 
+# PubAck, RawStreamMsg, bucket_not_found and check_name live in _api now; they stay
+# importable from here, where they used to be.
 __all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "bucket_not_found", "check_name"]
 
-T = TypeVar("T")
-
-_FORBIDDEN_IN_NAMES = frozenset(" \t\r\n.*>/\\")
 #: err_codes that say JetStream is not enabled (for the account: 10039; at all: 10076).
 _NOT_ENABLED = frozenset((10039, 10076))
-
-
-def check_name(kind: str, name: object) -> str:
-    """Validate a stream, consumer or bucket name (ADR-6); return it."""
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{kind} name must be a non-empty string, not {name!r}")
-    if any(c in _FORBIDDEN_IN_NAMES for c in name) or not name.isprintable():
-        raise InvalidArgumentError(
-            f"{kind} name {name!r} must not contain whitespace, '.', '*', '>', '/' or '\\'"
-        )
-    return name
-
-
-def api_error(resp: Mapping[str, Any]) -> APIError:
-    """The exception for a JetStream API error object ``{code, err_code, description}``."""
-    err = resp.get("error") or {}
-    err_code = int(err.get("err_code") or 0)
-    cls = API_ERRORS.get(err_code, APIError)
-    return cls(str(err.get("description", "unknown error")), int(err.get("code") or 0), err_code)
-
-
-def bucket_not_found(what: str) -> Callable[[Failure], Failure]:
-    """An errback turning :class:`StreamNotFoundError` into :class:`BucketNotFoundError`
-    (``no <what>``), for the stores whose buckets are streams."""
-
-    def errback(f: Failure) -> Failure:
-        if f.check(StreamNotFoundError):
-            err = BucketNotFoundError(f"no {what}")
-            err.__cause__ = f.value
-            return Failure(err)
-        return f
-
-    return errback
-
-
-@dataclass(slots=True)
-class PubAck:
-    """The stream's acknowledgement of a publish (a plain record: not frozen, since a
-    frozen dataclass costs three times as much to build, once per publish)."""
-
-    stream: str
-    seq: int
-    duplicate: bool = False
-    domain: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RawStreamMsg:
-    """A message read from a stream by sequence or by subject."""
-
-    subject: str
-    seq: int
-    data: bytes
-    headers: Headers | None
-    #: The stored time as the server wrote it (RFC 3339), or "" if not given.
-    time: str = ""
-
-
-#: The common acknowledgement, parsed without the JSON decoder (which costs four times
-#: as much): a stream name (no quote, no backslash) and a sequence, nothing else.
-_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}')
-
-
-def _parse_pub_ack(msg: Msg) -> PubAck:
-    m = _PLAIN_ACK.fullmatch(msg.data)
-    if m is not None:
-        return PubAck(m[1].decode(), int(m[2]))
-    try:
-        resp = json.loads(msg.data)
-    except ValueError:
-        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
-    if not isinstance(resp, dict):
-        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}")
-    if "error" in resp:
-        raise api_error(resp)
-    try:
-        return PubAck(
-            resp["stream"], int(resp["seq"]), bool(resp.get("duplicate", False)),
-            resp.get("domain") or "",
-        )
-    except (KeyError, TypeError, ValueError):
-        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
-
-
-def _headers_for(
-    headers: HeaderInput | None,
-    msg_id: str | None,
-    expected_stream: str | None,
-    expected_last_seq: int | None,
-    expected_last_subject_seq: int | None,
-    expected_last_msg_id: str | None,
-    ttl: float | None,
-) -> HeaderInput | None:
-    """The headers of a publish; its numbers were checked by :func:`_check_publish_args`."""
-    if (
-        msg_id is None and expected_stream is None and expected_last_seq is None
-        and expected_last_subject_seq is None and expected_last_msg_id is None and ttl is None
-    ):
-        return headers
-    h = Headers(headers) if headers is not None else Headers()
-    if msg_id is not None:
-        h["Nats-Msg-Id"] = msg_id
-    if expected_stream is not None:
-        h["Nats-Expected-Stream"] = expected_stream
-    if expected_last_seq is not None:
-        h["Nats-Expected-Last-Sequence"] = str(expected_last_seq)
-    if expected_last_subject_seq is not None:
-        h["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_subject_seq)
-    if expected_last_msg_id is not None:
-        h["Nats-Expected-Last-Msg-Id"] = expected_last_msg_id
-    if ttl is not None:
-        h["Nats-TTL"] = f"{int(ttl)}s" if ttl == int(ttl) else f"{int(ttl * 1000)}ms"
-    return h
-
-
-def _check_publish_args(
-    expected_last_seq: int | None, expected_last_subject_seq: int | None, ttl: float | None,
-) -> None:
-    """Check the numbers ``publish`` and ``publish_async`` share, before any header is
-    built or anything sent.
-
-    :raises InvalidArgumentError: an expected sequence that is not a whole number >= 0
-        (0: nothing stored yet), or a ``ttl`` that is not a finite number of seconds of
-        at least 1 (the server's minimum).
-    """
-    if expected_last_seq is not None:
-        check_count("expected_last_seq", expected_last_seq, minimum=0)
-    if expected_last_subject_seq is not None:
-        check_count("expected_last_subject_seq", expected_last_subject_seq, minimum=0)
-    if ttl is not None:
-        check_timeout("ttl", ttl)
-        if ttl < 1:
-            raise InvalidArgumentError(
-                f"ttl must be at least 1 second (the server's minimum), not {ttl!r}"
-            )
 
 
 class JetStreamContext:
@@ -225,7 +95,7 @@ class JetStreamContext:
         self._room_waiters: list[Deferred[None]] = []
         self._complete_waiters: list[Deferred[None]] = []
         self._notify_due = False
-        self._acks: _AckInbox | None = None
+        self._acks: AckInbox | None = None
 
     # ------------------------------------------------------------------ options
     @property
@@ -422,7 +292,7 @@ class JetStreamContext:
             return fail(InvalidArgumentError("give seq, last_by_subject or next_by_subject"))
         if direct:
             return self._direct_get(stream, req)
-        return self.api_request(f"STREAM.MSG.GET.{stream}", req).addCallback(_raw_from_json)
+        return self.api_request(f"STREAM.MSG.GET.{stream}", req).addCallback(raw_from_json)
 
     def _direct_get(self, stream: str, req: Mapping[str, Any]) -> Deferred[RawStreamMsg]:
         if set(req) == {"last_by_subj"}:
@@ -484,8 +354,6 @@ class JetStreamContext:
 
     def pull_consumer(self, stream: str, name: str) -> PullConsumer:
         """A handle on an existing pull consumer, for ``fetch``; no I/O."""
-        from txnats.jetstream.pull import PullConsumer
-
         return PullConsumer(self, check_name("stream", stream), check_name("consumer", name))
 
     # ------------------------------------------------------------------ publish
@@ -511,8 +379,8 @@ class JetStreamContext:
             wait = check_timeout("timeout", timeout)
             check_count("retry_attempts", retry_attempts, minimum=0)
             check_delay("retry_wait", retry_wait)
-            _check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
-            hdrs = _headers_for(
+            check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
+            hdrs = headers_for(
                 headers, msg_id, expected_stream, expected_last_seq,
                 expected_last_subject_seq, expected_last_msg_id, ttl,
             )
@@ -525,7 +393,7 @@ class JetStreamContext:
 
         def attempt() -> Deferred[PubAck]:
             return self.client.request(subject, data, timeout=wait, headers=hdrs).addCallbacks(
-                _parse_pub_ack, retry
+                parse_pub_ack, retry
             )
 
         def retry(f: Failure) -> Deferred[PubAck] | Failure:
@@ -564,19 +432,24 @@ class JetStreamContext:
         fails the publishes still waiting with :class:`ConnectionClosedError`.
         A bad ``ttl`` or expected sequence raises :class:`InvalidArgumentError`.
         """
-        _check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
+        check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
         if self._async_pending >= self._max_pending:
             raise TooManyStalledMsgsError(
                 f"{self._async_pending} publishes await their acknowledgement"
             )
-        hdrs = _headers_for(
+        hdrs = headers_for(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, ttl,
         )
         acks = self._acks
         if acks is None:
-            acks = self._acks = _AckInbox(self)
-        return acks.publish(subject, data, hdrs)
+            acks = self._acks = AckInbox(self, self._async_done)
+        self._async_pending += 1  # the inbox calls _async_done when it ends
+        try:
+            return acks.publish(subject, data, hdrs)
+        except BaseException:
+            self._async_pending -= 1  # refused by the client: nothing was sent
+            raise
 
     def _async_done(self) -> None:
         """One publish_async ended (acknowledged, refused, timed out or cancelled)."""
@@ -622,14 +495,10 @@ class JetStreamContext:
     # ------------------------------------------------------------------ stores
     def key_value(self, bucket: str) -> Deferred[KeyValue]:
         """Bind to an existing key-value bucket; :class:`BucketNotFoundError` if none."""
-        from txnats.jetstream.kv import KeyValue
-
         return KeyValue.bind(self, bucket)
 
     def create_key_value(self, bucket: str, **config: Any) -> Deferred[KeyValue]:
         """Create a key-value bucket (``history``, ``ttl``, ``max_bytes``, ... ) and bind."""
-        from txnats.jetstream.kv import KeyValue
-
         return KeyValue.create_bucket(self, bucket, **config)
 
     def delete_key_value(self, bucket: str) -> Deferred[bool]:
@@ -642,14 +511,10 @@ class JetStreamContext:
 
     def object_store(self, bucket: str) -> Deferred[ObjectStore]:
         """Bind to an existing object store; :class:`BucketNotFoundError` if none."""
-        from txnats.jetstream.object_store import ObjectStore
-
         return ObjectStore.bind(self, bucket)
 
     def create_object_store(self, bucket: str, **config: Any) -> Deferred[ObjectStore]:
         """Create an object store and bind to it."""
-        from txnats.jetstream.object_store import ObjectStore
-
         return ObjectStore.create(self, bucket, **config)
 
     def delete_object_store(self, bucket: str) -> Deferred[bool]:
@@ -659,125 +524,3 @@ class JetStreamContext:
         except NatsError as e:
             return fail(e)
         return self.delete_stream(f"OBJ_{bucket}")
-
-
-def _raw_from_json(resp: dict[str, Any]) -> RawStreamMsg:
-    m = resp.get("message") or {}
-    try:
-        hdrs = m.get("hdrs")
-        data = m.get("data")
-        return RawStreamMsg(
-            subject=m["subject"],
-            seq=int(m["seq"]),
-            data=base64.b64decode(data) if data else b"",
-            headers=parse_headers(base64.b64decode(hdrs)) if hdrs else None,
-            time=m.get("time", ""),
-        )
-    except (KeyError, TypeError, ValueError, NatsError):
-        raise JetStreamError(f"malformed stored message {str(m)[:64]!r}") from None
-
-
-def raw_from_direct(msg: Msg) -> RawStreamMsg:
-    """A Direct Get answer as a :class:`RawStreamMsg` (404 -> :class:`MsgNotFoundError`)."""
-    h = msg.headers
-    if h is None:
-        raise JetStreamError("Direct Get answer without headers")
-    if h.status is not None:
-        if h.status == 404:
-            raise MsgNotFoundError(h.description or "no message found", 404, 10037)
-        raise APIError(h.description or "Direct Get failed", h.status, 0)
-    try:
-        return RawStreamMsg(
-            subject=h["Nats-Subject"], seq=int(h["Nats-Sequence"]), data=msg.data,
-            headers=h, time=h.get("Nats-Time-Stamp", ""),
-        )
-    except (KeyError, ValueError):
-        raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence") from None
-
-
-
-class _AckInbox:
-    """Where ``publish_async`` acknowledgements arrive: one wildcard inbox subscription,
-    token -> Deferred, and coarse timeouts.
-
-    Every publish gets the same timeout, so instead of a deadline each, pending
-    publishes sit in generations: new ones join the youngest, and every half timeout
-    the oldest generation fails with :class:`TimeoutError` and a new one starts. That
-    keeps a publish down to one Deferred and one dict entry (a window of thousands of
-    them otherwise costs more in the garbage collector than in the work).
-    """
-
-    def __init__(self, js: JetStreamContext) -> None:
-        self.js = js
-        client = js.client
-        self.prefix = f"{client.new_inbox()}."
-        self._plen = len(self.prefix)
-        self._next = 0
-        self._gens: list[dict[str, Deferred[PubAck]]] = [{}, {}, {}]
-        self._timer: IDelayedCall | None = None
-        self._sub = client.subscribe(
-            self.prefix + "*", self._on_ack,
-            pending_msgs_limit=1 << 20, pending_bytes_limit=1 << 30,
-        )
-        client.when_closed().addBoth(self._closed)
-
-    def publish(self, subject: str, data: bytes, headers: HeaderInput | None) -> Deferred[PubAck]:
-        self._next += 1
-        token = f"{self._next:x}"
-        self.js.client.publish(subject, data, reply=self.prefix + token, headers=headers)
-        # No canceller: cancelling only stops the caller waiting (Twisted then ignores
-        # the result); the message is in flight all the same, so it keeps its place in
-        # the window until its acknowledgement or its timeout. (A bound-method
-        # canceller would also be one more object per publish for the GC to follow.)
-        d: Deferred[PubAck] = Deferred()
-        self._gens[0][token] = d
-        self.js._async_pending += 1
-        if self._timer is None:
-            self._timer = self.js.client.clock.callLater(self.js._timeout / 2, self._rotate)
-        return d
-
-    def _take(self, token: str) -> Deferred[PubAck] | None:
-        for gen in self._gens:
-            d = gen.pop(token, None)
-            if d is not None:
-                self.js._async_done()
-                return d
-        return None
-
-    def _on_ack(self, msg: Msg) -> None:
-        d = self._take(msg.subject[self._plen:])
-        if d is None:
-            return  # timed out or cancelled already: that was reported then
-        h = msg.headers
-        if h is not None and h.status == 503:
-            d.errback(NoStreamResponseError("no stream answers this publish"))
-            return
-        try:
-            ack = _parse_pub_ack(msg)
-        except NatsError as e:
-            d.errback(e)
-            return
-        d.callback(ack)
-
-    def _rotate(self) -> None:
-        self._timer = None
-        gens = self._gens
-        expired = gens.pop()
-        gens.insert(0, {})
-        for _ in expired:
-            self.js._async_done()
-        for d in expired.values():
-            d.errback(TimeoutError(f"no acknowledgement within {self.js.timeout}s"))
-        if any(gens):
-            self._timer = self.js.client.clock.callLater(self.js._timeout / 2, self._rotate)
-
-    def _closed(self, _: object) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-        pending = [d for gen in self._gens for d in gen.values()]
-        self._gens = [{}, {}, {}]
-        for _d in pending:
-            self.js._async_done()
-        for d in pending:
-            d.errback(ConnectionClosedError("client closed before the acknowledgement came"))

@@ -27,20 +27,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
-from txnats._args import check_count, check_delay, check_timeout
+from txnats._args import check_count, check_delay
 from txnats.errors import (
     APIError,
-    BucketNotFoundError,
     InvalidArgumentError,
     KeyDeletedError,
     KeyExistsError,
@@ -48,18 +44,24 @@ from txnats.errors import (
     KeyValueError,
     MsgNotFoundError,
     NatsError,
-    StreamNotFoundError,
-    SubscriptionClosedError,
-    TimeoutError,
 )
-from txnats.jetstream.context import RawStreamMsg, bucket_not_found
-from txnats.jetstream.ordered import OrderedConsumer
-from txnats.protocol.headers import Headers
+from txnats.jetstream._api import PubAck, RawStreamMsg, bucket_not_found
+from txnats.jetstream._kv_entry import (
+    DEL,
+    OP_HEADER,
+    PURGE,
+    PUT,
+    Entry,
+    operation,
+    parse_time,
+)
+from txnats.jetstream._kv_watch import KeyWatcher
 
 if TYPE_CHECKING:
-    from txnats.jetstream.context import JetStreamContext, PubAck
-    from txnats.jetstream.msg import JsMsg
+    from txnats.jetstream.context import JetStreamContext
 
+# PUT, DEL, PURGE, Entry and KeyWatcher live in _kv_entry and _kv_watch (so that the
+# watcher needs nothing of this module at run time); they are part of this one's API.
 __all__ = [
     "DEL",
     "MAX_HISTORY",
@@ -75,18 +77,10 @@ __all__ = [
     "check_key_pattern",
 ]
 
-#: The operations an :class:`Entry` stands for.
-PUT: Final = "PUT"
-DEL: Final = "DEL"
-PURGE: Final = "PURGE"
-
 #: The most values a bucket may keep per key.
 MAX_HISTORY: Final = 64
 
-_OP_HEADER = "KV-Operation"
 _ROLLUP_HEADER = "Nats-Rollup"
-#: nats-server 2.11+ writes markers of its own (subject delete markers) with this header.
-_MARKER_REASON = "Nats-Marker-Reason"
 #: A duplicate window never longer than this (seconds), as nats.go sets it.
 _MAX_DUPLICATE_WINDOW = 120.0
 #: The default age of the delete markers ``purge_deletes`` removes (seconds).
@@ -216,25 +210,6 @@ def bucket_stream_config(
     return cfg
 
 
-# ---------------------------------------------------------------------- values
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One value (or delete/purge marker) of a key."""
-
-    bucket: str
-    key: str
-    #: Empty for a marker, and for entries of a ``meta_only`` watch.
-    value: bytes
-    #: The stream sequence of this value; unique in the bucket, increasing.
-    revision: int
-    #: When the stream stored it (UTC), or ``None`` if the server did not say.
-    created: datetime | None
-    #: How many newer messages follow it (in a watch or history: 0 for the latest).
-    delta: int = 0
-    #: ``"PUT"``, ``"DEL"`` or ``"PURGE"``.
-    operation: str = PUT
-
-
 @dataclass(frozen=True, slots=True)
 class KeyValueStatus:
     """A bucket's configuration and size, from its stream's info."""
@@ -251,38 +226,6 @@ class KeyValueStatus:
     is_compressed: bool
     backing_store: str = "JetStream"
     stream_info: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-
-def _operation(headers: Headers | None) -> str:
-    if not headers:
-        return PUT
-    op = headers.get(_OP_HEADER)
-    if op == DEL or op == PURGE:
-        return op
-    reason = headers.get(_MARKER_REASON)
-    if reason is not None:  # a marker the server wrote: "Remove" a delete, others a purge
-        return DEL if reason == "Remove" else PURGE
-    return PUT
-
-
-def _parse_time(stamp: str) -> datetime | None:
-    """An RFC 3339 time as the server writes it (nanoseconds are cut to microseconds)."""
-    if not stamp:
-        return None
-    try:
-        head, sep, frac = stamp.partition(".")
-        if sep:
-            digits = len(frac) - len(frac.lstrip("0123456789"))
-            stamp = f"{head}.{frac[:min(digits, 6)]}{frac[digits:]}"
-        t = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
-def _time_from_ns(ns: int) -> datetime:
-    seconds, rest = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=rest // 1000)
 
 
 def _key_exists(key: str) -> Callable[[Failure], Failure]:
@@ -322,6 +265,11 @@ class KeyValue:
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
+
+    @property
+    def subject_prefix(self) -> str:
+        """``$KV.<bucket>.``: the subject of a key is this followed by the key."""
+        return self._prefix
 
     # ------------------------------------------------------------------ binding
     @classmethod
@@ -424,10 +372,10 @@ class KeyValue:
         def to_entry(m: RawStreamMsg) -> Entry:
             if m.subject != subject:
                 raise KeyNotFoundError(f"revision {revision} is not of key {key!r}")
-            op = _operation(m.headers)
+            op = operation(m.headers)
             if op != PUT:
                 raise KeyDeletedError(f"key {key!r} was deleted ({op})", m.seq)
-            return Entry(self.bucket, key, m.data, m.seq, _parse_time(m.time))
+            return Entry(self.bucket, key, m.data, m.seq, parse_time(m.time))
 
         def not_found(f: Failure) -> Failure:
             if f.check(MsgNotFoundError):
@@ -514,7 +462,7 @@ class KeyValue:
             self, [self._prefix + p for p in patterns], include_history=include_history,
             ignore_deletes=ignore_deletes, meta_only=meta_only, updates_only=updates_only,
         )
-        return w._start()
+        return w.start()
 
     # ------------------------------------------------------------------ writes
     def put(self, key: str, value: bytes) -> Deferred[int]:
@@ -587,7 +535,7 @@ class KeyValue:
                 check_count("last", last, minimum=0)
         except NatsError as e:
             return fail(e)
-        headers = {_OP_HEADER: op}
+        headers = {OP_HEADER: op}
         if op == PURGE:
             headers[_ROLLUP_HEADER] = "sub"
         return self.js.publish(
@@ -628,192 +576,3 @@ class KeyValue:
             return len(markers)
 
         return Deferred.fromCoroutine(run())
-
-
-# ---------------------------------------------------------------------- watching
-class _End:
-    """What a waiting reader gets when the watcher stops."""
-
-
-_END: Final = _End()
-
-
-class KeyWatcher:
-    """Entries of the watched keys as they change; from :meth:`KeyValue.watch`.
-
-    ``async for entry in watcher`` gives :class:`Entry` objects, and ``None`` once
-    when the initial entries have all been given (at once if there were none). It
-    ends when :meth:`stop` is called; if the ordered consumer underneath gives up
-    (the bucket was deleted, the connection closed for good) it raises that error.
-    ``async with`` stops it on leaving. Entries wait in an unbounded queue until read.
-    """
-
-    def __init__(
-        self,
-        kv: KeyValue,
-        subjects: list[str],
-        *,
-        include_history: bool = False,
-        ignore_deletes: bool = False,
-        meta_only: bool = False,
-        updates_only: bool = False,
-    ) -> None:
-        self.kv = kv
-        self._ignore_deletes = ignore_deletes
-        self._updates_only = updates_only
-        self._queue: deque[Entry | None] = deque()
-        self._waiters: deque[Deferred[Entry | _End | None]] = deque()
-        self._error: NatsError | None = None
-        self._stopped = False
-        self._init_done = False
-        self._init_pending: int | None = None
-        self._received = 0
-        policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
-        self._consumer = OrderedConsumer(
-            kv.js, kv.stream, self._on_msg, filter_subjects=subjects,
-            deliver_policy=policy, headers_only=meta_only, on_error=self._on_error,
-        )
-
-    def _start(self) -> Deferred[KeyWatcher]:
-        def started(info: dict[str, Any]) -> KeyWatcher:
-            if self._updates_only:
-                self._initial_done()
-            elif not self._init_done and int(info.get("num_pending") or 0) == 0:
-                # Nothing to deliver, unless deliveries raced ahead of this answer
-                # (then the last of them has pending 0 and ends the initial values).
-                sent = int((info.get("delivered") or {}).get("consumer_seq") or 0)
-                if self._received >= sent:
-                    self._initial_done()
-            return self
-
-        def failed(f: Failure) -> Failure:
-            self.stop()
-            return bucket_not_found(f"key-value bucket {self.kv.bucket!r}")(f)
-
-        return self._consumer.start().addCallbacks(started, failed)
-
-    # ------------------------------------------------------------------ delivery
-    def _on_msg(self, msg: JsMsg) -> None:
-        if self._stopped:
-            return
-        prefix = self.kv._prefix
-        subject = msg.subject
-        if not subject.startswith(prefix):
-            return
-        meta = msg.metadata
-        self._received += 1
-        op = _operation(msg.headers)
-        if op == PUT or not self._ignore_deletes:
-            self._push(Entry(
-                self.kv.bucket, subject[len(prefix):], msg.data, meta.sequence.stream,
-                _time_from_ns(meta.timestamp_ns), meta.num_pending, op,
-            ))
-        if not self._init_done:
-            if self._init_pending is None:
-                self._init_pending = meta.num_pending
-            if meta.num_pending == 0 or self._received > self._init_pending:
-                self._initial_done()
-
-    def _initial_done(self) -> None:
-        if not self._init_done:
-            self._init_done = True
-            self._push(None)
-
-    def _push(self, item: Entry | None) -> None:
-        if self._waiters:
-            self._waiters.popleft().callback(item)
-        else:
-            self._queue.append(item)
-
-    def _on_error(self, e: NatsError) -> None:
-        if self._stopped:
-            return
-        if isinstance(e, StreamNotFoundError):
-            err: NatsError = BucketNotFoundError(f"key-value bucket {self.kv.bucket!r} is gone")
-            err.__cause__ = e
-            e = err
-        self._error = e
-        self._stopped = True
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
-            w.errback(Failure(e))
-
-    # ------------------------------------------------------------------ reading
-    def stop(self) -> None:
-        """Stop watching (the consumer is deleted); entries not yet read are dropped
-        and ``async for`` ends. Stopping twice is harmless."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._consumer.stop()
-        self._queue.clear()
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
-            w.callback(_END)
-
-    @property
-    def stopped(self) -> bool:
-        """True once stopped, by :meth:`stop` or by an error."""
-        return self._stopped
-
-    def _next(self) -> Deferred[Entry | _End | None]:
-        if self._queue:
-            d: Deferred[Entry | _End | None] = Deferred()
-            d.callback(self._queue.popleft())
-            return d
-        if self._error is not None:
-            return fail(self._error)
-        if self._stopped:
-            d = Deferred()
-            d.callback(_END)
-            return d
-        d = Deferred(self._waiters.remove)
-        self._waiters.append(d)
-        return d
-
-    def next_update(self, timeout: float | None = None) -> Deferred[Entry | None]:
-        """The next entry (or the ``None`` marker). Fails with :class:`TimeoutError`
-        after ``timeout`` seconds, with :class:`SubscriptionClosedError` once stopped.
-        Cancelling it withdraws the read; no entry is lost. A bad ``timeout`` (finite
-        and above zero, or ``None`` for no limit) fails it with
-        :class:`InvalidArgumentError` and takes nothing from the queue."""
-        try:
-            check_timeout("timeout", timeout)
-        except NatsError as e:
-            return fail(e)
-        d = self._next()
-
-        def ended(item: Entry | _End | None) -> Entry | None:
-            if isinstance(item, _End):
-                raise SubscriptionClosedError("the key watcher was stopped")
-            return item
-
-        out = d.addCallback(ended)
-        if timeout is not None and not out.called:
-
-            def timed_out(result: object, t: float) -> Failure:
-                return Failure(TimeoutError(f"no key-value update within {t}s"))
-
-            out.addTimeout(timeout, self.kv.js.client.clock, onTimeoutCancel=timed_out)
-        return out
-
-    def __aiter__(self) -> KeyWatcher:
-        return self
-
-    async def __anext__(self) -> Entry | None:
-        if self._queue:
-            return self._queue.popleft()
-        item = await self._next()
-        if isinstance(item, _End):
-            raise StopAsyncIteration
-        return item
-
-    async def __aenter__(self) -> KeyWatcher:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-

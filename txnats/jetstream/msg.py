@@ -91,14 +91,18 @@ class JsMsg:
     ``subject``, ``reply``, ``data``, ``headers`` and ``sid`` are those of the underlying
     :class:`~txnats.Msg`. Once a terminal acknowledgement (``ack``, ``nak``, ``term``) is
     sent, further ones raise :class:`JetStreamError`; ``in_progress`` may repeat.
+    ``metadata``, if given, is the reply subject's already parsed (the ordered consumer
+    parses it to check the order): it is not parsed again.
     """
 
     __slots__ = ("_acked", "_client", "_meta", "_msg")
 
-    def __init__(self, msg: Msg, client: Client) -> None:
+    def __init__(
+        self, msg: Msg, client: Client, *, metadata: MsgMetadata | None = None
+    ) -> None:
         self._msg = msg
         self._client = client
-        self._meta: MsgMetadata | None = None
+        self._meta = metadata
         self._acked = False
 
     @property

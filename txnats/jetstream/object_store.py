@@ -9,21 +9,21 @@ reads what we store and we read what they store. Its bytes are the messages on
 in padded base64 URL encoding (``SHA-256=...=``).
 
 ``js.create_object_store(bucket, ...)`` or ``js.object_store(bucket)`` give an
-:class:`ObjectStore`; every method returns a Deferred.
+:class:`ObjectStore`; every method returns a Deferred. Moving the bytes themselves
+(the chunks of a put, reading and checking them back) is done in ``_obj_chunks``.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import enum
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
@@ -32,25 +32,30 @@ from twisted.python.failure import Failure
 from txnats._args import check_count, check_delay
 from txnats.errors import (
     BucketNotFoundError,
-    DigestMismatchError,
     InvalidArgumentError,
     MsgNotFoundError,
     NatsError,
     NoRespondersError,
     ObjectNotFoundError,
     ObjectStoreError,
-    OutboundBufferFullError,
     StreamNotFoundError,
-    TooManyStalledMsgsError,
 )
-from txnats.jetstream.context import bucket_not_found
-from txnats.jetstream.msg import JsMsg
+from txnats.jetstream._api import RawStreamMsg, bucket_not_found
+from txnats.jetstream._obj_chunks import (
+    ChunkReader,
+    ObjectData,
+    encode_digest,
+    nothing_to_deliver,
+    send_chunks,
+    verify,
+)
 from txnats.jetstream.ordered import OrderedConsumer
 from txnats.nuid import next_nuid
 from txnats.protocol.headers import HeaderInput, Headers
 
 if TYPE_CHECKING:
-    from txnats.jetstream.context import JetStreamContext, RawStreamMsg
+    from txnats.jetstream.context import JetStreamContext
+    from txnats.jetstream.msg import JsMsg
 
 __all__ = ["ObjectInfo", "ObjectLink", "ObjectStore", "ObjectStoreStatus"]
 
@@ -62,7 +67,6 @@ DEFAULT_CHUNK_SIZE = 128 * 1024
 PUT_WINDOW_BYTES = 16 * 1024 * 1024
 
 _BUCKET_RE = re.compile(r"[A-Za-z0-9_-]+")
-_DIGEST_PREFIX = "SHA-256="
 #: What nats.go writes for ``mtime`` (Go's zero time): the time is never stored.
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 _ROLLUP = {"Nats-Rollup": "sub"}
@@ -74,13 +78,6 @@ class _Keep(enum.Enum):
 
 #: ``update_meta``'s default: leave the field as it is.
 KEEP = _Keep.KEEP
-
-
-class _Readable(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
-
-
-ObjectData = bytes | bytearray | memoryview | _Readable
 
 
 def _check_bucket(bucket: object) -> str:
@@ -101,24 +98,6 @@ def _encode_name(name: object) -> str:
     except UnicodeEncodeError:
         raise InvalidArgumentError(f"object name {name!r} is not valid Unicode") from None
     return base64.urlsafe_b64encode(raw).decode()
-
-
-def _digest(sha: bytes) -> str:
-    return _DIGEST_PREFIX + base64.urlsafe_b64encode(sha).decode()
-
-
-def _decode_digest(digest: str) -> bytes:
-    """The SHA-256 in ``SHA-256=<b64url>``; padding optional, the name any case."""
-    algo, sep, value = digest.partition("=")
-    if not sep or algo.upper() != "SHA-256":
-        raise ObjectStoreError(f"object digest {digest!r} is not SHA-256=<base64>")
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError):
-        raise ObjectStoreError(f"object digest {digest!r} is not valid base64") from None
-    if len(raw) != 32:
-        raise ObjectStoreError(f"object digest {digest!r} is not 32 bytes")
-    return raw
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -269,51 +248,6 @@ class ObjectStoreStatus:
     #: The stream's info as the server sent it.
     stream_info: dict[str, Any] = field(hash=False, repr=False)
     backing_store: str = "JetStream"
-
-
-class _Window:
-    """One put's unacknowledged chunk publishes: how many, the first failure, a waiter."""
-
-    def __init__(self, limit: int, schedule: Callable[[Callable[[], None]], None]) -> None:
-        self.limit = limit
-        self.pending = 0
-        self.error: Failure | None = None
-        self._schedule = schedule
-        self._waiter: Deferred[None] | None = None
-        self._upto = 0  # the waiter fires once pending <= this
-
-    def add(self, d: Deferred[Any]) -> None:
-        self.pending += 1
-        d.addBoth(self._done)
-
-    def _ready(self) -> bool:
-        # Waiting for room ends early on a failure; waiting for none pending does not.
-        return self.pending <= self._upto or (self.error is not None and self._upto > 0)
-
-    def _done(self, result: object) -> None:
-        self.pending -= 1
-        if isinstance(result, Failure) and self.error is None:
-            self.error = result
-        if self._waiter is not None and self._ready():
-            d, self._waiter = self._waiter, None
-            # Not from inside the acknowledgement's callbacks: the put goes on soon.
-            self._schedule(lambda: None if d.called else d.callback(None))
-
-    def _wait(self, upto: int) -> Deferred[None]:
-        self._upto = upto
-        if self._ready():
-            return succeed(None)
-        d: Deferred[None] = Deferred()
-        self._waiter = d
-        return d
-
-    def room(self) -> Deferred[None]:
-        """Fires once fewer than ``limit`` are pending (or one failed)."""
-        return self._wait(self.limit - 1)
-
-    def drained(self) -> Deferred[None]:
-        """Fires once none is pending."""
-        return self._wait(0)
 
 
 class ObjectStore:
@@ -475,11 +409,13 @@ class ObjectStore:
             return fail(ObjectStoreError(f"object {info.name!r} has no nuid in its metadata"))
         if info.chunks == 0:
             try:
-                _verify(info, b"", hashlib.sha256(), 0)
+                verify(info, b"", hashlib.sha256(), 0)
             except NatsError as e:
                 return fail(e)
             return succeed(b"")
-        return _ChunkReader(self, info).start()
+        return ChunkReader(
+            self.js, self.stream, self._chunk_subject(info.nuid), info
+        ).start()
 
     # ------------------------------------------------------------------ put
     def put(
@@ -531,8 +467,11 @@ class ObjectStore:
             old = None
         chunk_subject = self._chunk_subject(info.nuid)
         try:
-            size, chunks, sha = await self._send_chunks(chunk_subject, data, chunk_size)
-            info = replace(info, size=size, chunks=chunks, digest=_digest(sha))
+            size, chunks, sha = await send_chunks(
+                self.js, chunk_subject, data, chunk_size,
+                max(1, PUT_WINDOW_BYTES // chunk_size),
+            )
+            info = replace(info, size=size, chunks=chunks, digest=encode_digest(sha))
             await self.js.publish(meta_subject, info.to_json(), headers=_ROLLUP)
         except BaseException:
             await self._purge_quietly(chunk_subject)
@@ -547,68 +486,6 @@ class ObjectStore:
         except NatsError as e:
             log.warn("Object store {bucket}: could not purge {subject}: {error}",
                      bucket=self.bucket, subject=subject, error=e)
-
-    async def _send_chunks(
-        self, subject: str, data: ObjectData, chunk_size: int
-    ) -> tuple[int, int, bytes]:
-        js = self.js
-        client = js.client
-        window = _Window(max(1, PUT_WINDOW_BYTES // chunk_size), client.schedule)
-        h = hashlib.sha256()
-        size = chunks = 0
-        read: Callable[[int], object]
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            view = memoryview(data)
-            view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
-            offset = 0
-
-            def read_view(n: int) -> bytes:
-                nonlocal offset
-                piece = bytes(view[offset:offset + n])
-                offset += len(piece)
-                return piece
-
-            read = read_view
-        else:
-            read = data.read
-        try:
-            while True:
-                got = read(chunk_size)
-                if type(got) is bytes:
-                    piece = got
-                elif isinstance(got, (bytes, bytearray, memoryview)):
-                    piece = bytes(got)
-                else:
-                    raise InvalidArgumentError(
-                        f"data.read() returned {type(got).__name__}, not bytes"
-                    )
-                if not piece:
-                    break
-                h.update(piece)
-                size += len(piece)
-                chunks += 1
-                while True:
-                    await window.room()
-                    if window.error is not None:
-                        window.error.raiseException()
-                    await js.publish_async_room()
-                    try:
-                        window.add(js.publish_async(subject, piece))
-                        break
-                    except TooManyStalledMsgsError:
-                        continue  # another publisher took the room first
-                    except OutboundBufferFullError:
-                        room = client.wait_for_room()
-                        if room.called:  # disconnected, reconnect buffer full: give up
-                            raise
-                        await room
-            await window.drained()
-            if window.error is not None:
-                window.error.raiseException()
-        except BaseException:
-            await window.drained()  # nothing may land after the purge
-            raise
-        return size, chunks, h.digest()
 
     # ------------------------------------------------------------------ delete
     def delete(self, name: str) -> Deferred[None]:
@@ -766,7 +643,7 @@ class ObjectStore:
         )
 
         def started(cinfo: dict[str, Any]) -> None:
-            if _nothing_to_deliver(cinfo):
+            if nothing_to_deliver(cinfo):
                 finish()
 
         def start_failed(f: Failure) -> None:
@@ -814,82 +691,3 @@ class ObjectStore:
             return self.js.update_stream(cfg)
 
         return self._stream_info().addCallback(update).addCallback(lambda _: self.status())
-
-
-def _nothing_to_deliver(cinfo: dict[str, Any]) -> bool:
-    """Whether a new consumer's info says it has nothing pending and delivered nothing
-    (so no message will come: deliveries may overtake the create answer, hence both)."""
-    delivered = (cinfo.get("delivered") or {}).get("consumer_seq") or 0
-    return int(cinfo.get("num_pending") or 0) == 0 and int(delivered) == 0
-
-
-def _verify(info: ObjectInfo, data: bytes, h: Any, count: int) -> None:
-    if count != info.chunks:
-        raise DigestMismatchError(
-            f"object {info.name!r}: {count} chunks stored, its metadata says {info.chunks}"
-        )
-    if len(data) != info.size:
-        raise DigestMismatchError(
-            f"object {info.name!r}: {len(data)} bytes stored, its metadata says {info.size}"
-        )
-    if not info.digest:
-        if info.size:
-            raise ObjectStoreError(f"object {info.name!r} has no digest in its metadata")
-        return
-    if h.digest() != _decode_digest(info.digest):
-        raise DigestMismatchError(f"object {info.name!r}: SHA-256 does not match its digest")
-
-
-class _ChunkReader:
-    """Read one object's chunks with an ordered consumer; check and join them."""
-
-    def __init__(self, store: ObjectStore, info: ObjectInfo) -> None:
-        self.info = info
-        self.parts: list[bytes] = []
-        self.h = hashlib.sha256()
-        self.done: Deferred[bytes] = Deferred(self._cancel)
-        self.consumer = OrderedConsumer(
-            store.js, store.stream, self._on_msg,
-            filter_subjects=[store._chunk_subject(info.nuid)], on_error=self._fail,
-        )
-
-    def start(self) -> Deferred[bytes]:
-        self.consumer.start().addCallbacks(self._started, self._start_failed)
-        return self.done
-
-    def _cancel(self, _: object) -> None:
-        self.consumer.stop()
-
-    def _started(self, cinfo: dict[str, Any]) -> None:
-        if not self.done.called and not self.parts and _nothing_to_deliver(cinfo):
-            self._finish()
-
-    def _start_failed(self, f: Failure) -> None:
-        if not self.done.called:
-            self.done.errback(f)
-
-    def _on_msg(self, msg: JsMsg) -> None:
-        parts = self.parts
-        data = msg.data
-        parts.append(data)
-        self.h.update(data)
-        if msg.metadata.num_pending == 0 or len(parts) > self.info.chunks:
-            self._finish()
-
-    def _finish(self) -> None:
-        self.consumer.stop()
-        if self.done.called:
-            return
-        count = len(self.parts)
-        data = b"".join(self.parts)
-        self.parts = []
-        try:
-            _verify(self.info, data, self.h, count)
-        except NatsError as e:
-            self.done.errback(Failure(e))
-            return
-        self.done.callback(data)
-
-    def _fail(self, e: NatsError) -> None:
-        if not self.done.called:
-            self.done.errback(Failure(e))

@@ -220,9 +220,7 @@ class OrderedConsumer:
         self._cseq = meta.sequence.consumer
         self._sseq = meta.sequence.stream
         self.delivered += 1
-        jm = JsMsg(msg, client)
-        jm._meta = meta
-        self._on_msg(jm)
+        self._on_msg(JsMsg(msg, client, metadata=meta))
 
     def _reset(self, why: str) -> None:
         if self._stopped or self._creating:

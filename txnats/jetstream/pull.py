@@ -69,7 +69,6 @@ class PullConsumer:
                 check_count("max_bytes", max_bytes, minimum=0)
         except NatsError as e:
             return fail(e)
-        client = self.js.client
         req: dict[str, Any] = {"batch": batch}
         if no_wait:
             # Alone: with "expires" too, the server waits for it when nothing is pending.
@@ -78,90 +77,106 @@ class PullConsumer:
             req["expires"] = int(expires * 1e9)
         if max_bytes:
             req["max_bytes"] = max_bytes
-        got: list[JsMsg] = []
-        state: dict[str, Any] = {"done": False}
-        timer: list[IDelayedCall] = []
-        sub_box: list[Subscription] = []
+        return _Fetch(self, batch).start(json.dumps(req).encode(), expires)
 
-        def end() -> None:
-            state["done"] = True
-            if timer and timer[0].active():
-                timer[0].cancel()
-            if sub_box:
-                sub_box[0].unsubscribe()
 
-        def finish() -> None:
-            if not state["done"]:
-                end()
-                d.callback(got)
+class _Fetch:
+    """One ``fetch`` under way: its inbox, the messages it gathered, its Deferred, and
+    the timer ending it if the server never says the pull is over."""
 
-        def fail_with(e: NatsError) -> None:
-            if not state["done"]:
-                end()
-                if got:  # never lose what we hold: hand it over, the error is logged
-                    d.callback(got)
-                else:
-                    d.errback(e)
+    def __init__(self, consumer: PullConsumer, batch: int) -> None:
+        self.stream = consumer.stream
+        self.name = consumer.name
+        self.prefix = consumer.js.prefix
+        self.client = consumer.js.client
+        self.batch = batch
+        self.got: list[JsMsg] = []
+        self.done = False
+        self.timer: IDelayedCall | None = None
+        self.sub: Subscription | None = None
+        self.d: Deferred[list[JsMsg]] = Deferred(self._cancel)
 
-        def on_msg(msg: Msg) -> None:
-            h = msg.headers
-            if state["done"]:
-                if h is None or h.status is None:
-                    # Delivered after the fetch ended (before our UNSUB reached the
-                    # server): not handed to anyone. Say so; an acking consumer will
-                    # redeliver it after its ack wait.
-                    log.warn(
-                        "Fetch from {stream}/{consumer} had ended: a message on {subject} "
-                        "was not handed over",
-                        stream=self.stream, consumer=self.name, subject=msg.subject,
-                    )
-                return
-            status = None if h is None else h.status
-            if status is None:
-                got.append(JsMsg(msg, client))
-                if len(got) >= batch:
-                    finish()
-                return
-            if status == 100:  # idle heartbeat
-                return
-            if status in (404, 408):  # no messages / the request expired
-                finish()
-                return
-            assert h is not None
-            if status == 503:  # nobody takes pulls on that subject
-                fail_with(APIError(
-                    f"no responders: no consumer {self.stream}/{self.name}"
-                    " (or no JetStream)", 503, 0,
-                ))
-                return
-            desc = h.description or f"pull request ended with status {status}"
-            if status == 409 and "Leadership Change" in desc:
-                finish()
-                return
-            fail_with(APIError(desc, status, 0))
-
-        def cancel(d: Deferred[list[JsMsg]]) -> None:
-            end()
-            if got:  # as nats.go: what came is handed over; nothing came, CancelledError
-                d.callback(got)
-
-        d: Deferred[list[JsMsg]] = Deferred(cancel)
+    def start(self, request: bytes, expires: float) -> Deferred[list[JsMsg]]:
+        """Subscribe to a new inbox and send the pull request; the Deferred fires with
+        the messages once the fetch ends."""
+        client = self.client
         try:
             inbox = client.new_inbox()
-            sub_box.append(client.subscribe(inbox, on_msg))
+            self.sub = client.subscribe(inbox, self._on_msg)
             client.publish(
-                f"{self.js.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.name}",
-                json.dumps(req).encode(), reply=inbox,
+                f"{self.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.name}",
+                request, reply=inbox,
             )
         except NatsError as e:
-            end()
+            self._end()
             return fail(e)
+        self.timer = client.clock.callLater(expires + _GRACE, self._expire)
+        return self.d
 
-        def expire() -> None:
-            if got:
-                finish()
+    def _end(self) -> None:
+        self.done = True
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        if self.sub is not None:
+            self.sub.unsubscribe()
+
+    def _finish(self) -> None:
+        if not self.done:
+            self._end()
+            self.d.callback(self.got)
+
+    def _fail_with(self, e: NatsError) -> None:
+        if not self.done:
+            self._end()
+            if self.got:  # never lose what we hold: hand it over, the error is logged
+                self.d.callback(self.got)
             else:
-                fail_with(TimeoutError(f"pull from {self.stream}/{self.name} got no answer"))
+                self.d.errback(e)
 
-        timer.append(client.clock.callLater(expires + _GRACE, expire))
-        return d
+    def _on_msg(self, msg: Msg) -> None:
+        h = msg.headers
+        if self.done:
+            if h is None or h.status is None:
+                # Delivered after the fetch ended (before our UNSUB reached the
+                # server): not handed to anyone. Say so; an acking consumer will
+                # redeliver it after its ack wait.
+                log.warn(
+                    "Fetch from {stream}/{consumer} had ended: a message on {subject} "
+                    "was not handed over",
+                    stream=self.stream, consumer=self.name, subject=msg.subject,
+                )
+            return
+        status = None if h is None else h.status
+        if status is None:
+            self.got.append(JsMsg(msg, self.client))
+            if len(self.got) >= self.batch:
+                self._finish()
+            return
+        if status == 100:  # idle heartbeat
+            return
+        if status in (404, 408):  # no messages / the request expired
+            self._finish()
+            return
+        assert h is not None
+        if status == 503:  # nobody takes pulls on that subject
+            self._fail_with(APIError(
+                f"no responders: no consumer {self.stream}/{self.name}"
+                " (or no JetStream)", 503, 0,
+            ))
+            return
+        desc = h.description or f"pull request ended with status {status}"
+        if status == 409 and "Leadership Change" in desc:
+            self._finish()
+            return
+        self._fail_with(APIError(desc, status, 0))
+
+    def _cancel(self, d: Deferred[list[JsMsg]]) -> None:
+        self._end()
+        if self.got:  # as nats.go: what came is handed over; nothing came, CancelledError
+            d.callback(self.got)
+
+    def _expire(self) -> None:
+        if self.got:
+            self._finish()
+        else:
+            self._fail_with(TimeoutError(f"pull from {self.stream}/{self.name} got no answer"))

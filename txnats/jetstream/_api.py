@@ -1,0 +1,219 @@
+"""What the JetStream modules share: name checks, API errors, publish acknowledgements,
+stored messages and the headers of a publish.
+
+The bottom layer of ``txnats.jetstream``: it imports none of its sibling modules, so the
+context, the consumers and the stores can all build on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.python.failure import Failure
+
+from txnats._args import check_count, check_timeout
+from txnats.errors import (
+    API_ERRORS,
+    APIError,
+    BucketNotFoundError,
+    InvalidArgumentError,
+    JetStreamError,
+    MsgNotFoundError,
+    NatsError,
+    StreamNotFoundError,
+)
+from txnats.protocol.events import Msg
+from txnats.protocol.headers import HeaderInput, Headers, parse_headers
+
+__all__ = [
+    "PubAck",
+    "RawStreamMsg",
+    "api_error",
+    "bucket_not_found",
+    "check_name",
+    "check_publish_args",
+    "headers_for",
+    "parse_pub_ack",
+    "raw_from_direct",
+    "raw_from_json",
+]
+
+_FORBIDDEN_IN_NAMES = frozenset(" \t\r\n.*>/\\")
+
+
+def check_name(kind: str, name: object) -> str:
+    """Validate a stream, consumer or bucket name (ADR-6); return it."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"{kind} name must be a non-empty string, not {name!r}")
+    if any(c in _FORBIDDEN_IN_NAMES for c in name) or not name.isprintable():
+        raise InvalidArgumentError(
+            f"{kind} name {name!r} must not contain whitespace, '.', '*', '>', '/' or '\\'"
+        )
+    return name
+
+
+def api_error(resp: Mapping[str, Any]) -> APIError:
+    """The exception for a JetStream API error object ``{code, err_code, description}``."""
+    err = resp.get("error") or {}
+    err_code = int(err.get("err_code") or 0)
+    cls = API_ERRORS.get(err_code, APIError)
+    return cls(str(err.get("description", "unknown error")), int(err.get("code") or 0), err_code)
+
+
+def bucket_not_found(what: str) -> Callable[[Failure], Failure]:
+    """An errback turning :class:`StreamNotFoundError` into :class:`BucketNotFoundError`
+    (``no <what>``), for the stores whose buckets are streams."""
+
+    def errback(f: Failure) -> Failure:
+        if f.check(StreamNotFoundError):
+            err = BucketNotFoundError(f"no {what}")
+            err.__cause__ = f.value
+            return Failure(err)
+        return f
+
+    return errback
+
+
+@dataclass(slots=True)
+class PubAck:
+    """The stream's acknowledgement of a publish (a plain record: not frozen, since a
+    frozen dataclass costs three times as much to build, once per publish)."""
+
+    stream: str
+    seq: int
+    duplicate: bool = False
+    domain: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RawStreamMsg:
+    """A message read from a stream by sequence or by subject."""
+
+    subject: str
+    seq: int
+    data: bytes
+    headers: Headers | None
+    #: The stored time as the server wrote it (RFC 3339), or "" if not given.
+    time: str = ""
+
+
+#: The common acknowledgement, parsed without the JSON decoder (which costs four times
+#: as much): a stream name (no quote, no backslash) and a sequence, nothing else.
+_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}')
+
+
+def parse_pub_ack(msg: Msg) -> PubAck:
+    """A publish acknowledgement; :class:`JetStreamError` if malformed, the matching
+    :class:`APIError` if the stream refused the message."""
+    m = _PLAIN_ACK.fullmatch(msg.data)
+    if m is not None:
+        return PubAck(m[1].decode(), int(m[2]))
+    try:
+        resp = json.loads(msg.data)
+    except ValueError:
+        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
+    if not isinstance(resp, dict):
+        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}")
+    if "error" in resp:
+        raise api_error(resp)
+    try:
+        return PubAck(
+            resp["stream"], int(resp["seq"]), bool(resp.get("duplicate", False)),
+            resp.get("domain") or "",
+        )
+    except (KeyError, TypeError, ValueError):
+        raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
+
+
+def headers_for(
+    headers: HeaderInput | None,
+    msg_id: str | None,
+    expected_stream: str | None,
+    expected_last_seq: int | None,
+    expected_last_subject_seq: int | None,
+    expected_last_msg_id: str | None,
+    ttl: float | None,
+) -> HeaderInput | None:
+    """The headers of a publish; its numbers were checked by :func:`check_publish_args`."""
+    if (
+        msg_id is None and expected_stream is None and expected_last_seq is None
+        and expected_last_subject_seq is None and expected_last_msg_id is None and ttl is None
+    ):
+        return headers
+    h = Headers(headers) if headers is not None else Headers()
+    if msg_id is not None:
+        h["Nats-Msg-Id"] = msg_id
+    if expected_stream is not None:
+        h["Nats-Expected-Stream"] = expected_stream
+    if expected_last_seq is not None:
+        h["Nats-Expected-Last-Sequence"] = str(expected_last_seq)
+    if expected_last_subject_seq is not None:
+        h["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_subject_seq)
+    if expected_last_msg_id is not None:
+        h["Nats-Expected-Last-Msg-Id"] = expected_last_msg_id
+    if ttl is not None:
+        h["Nats-TTL"] = f"{int(ttl)}s" if ttl == int(ttl) else f"{int(ttl * 1000)}ms"
+    return h
+
+
+def check_publish_args(
+    expected_last_seq: int | None, expected_last_subject_seq: int | None, ttl: float | None,
+) -> None:
+    """Check the numbers ``publish`` and ``publish_async`` share, before any header is
+    built or anything sent.
+
+    :raises InvalidArgumentError: an expected sequence that is not a whole number >= 0
+        (0: nothing stored yet), or a ``ttl`` that is not a finite number of seconds of
+        at least 1 (the server's minimum).
+    """
+    if expected_last_seq is not None:
+        check_count("expected_last_seq", expected_last_seq, minimum=0)
+    if expected_last_subject_seq is not None:
+        check_count("expected_last_subject_seq", expected_last_subject_seq, minimum=0)
+    if ttl is not None:
+        check_timeout("ttl", ttl)
+        if ttl < 1:
+            raise InvalidArgumentError(
+                f"ttl must be at least 1 second (the server's minimum), not {ttl!r}"
+            )
+
+
+
+def raw_from_json(resp: dict[str, Any]) -> RawStreamMsg:
+    """A ``STREAM.MSG.GET`` answer as a :class:`RawStreamMsg`."""
+    m = resp.get("message") or {}
+    try:
+        hdrs = m.get("hdrs")
+        data = m.get("data")
+        return RawStreamMsg(
+            subject=m["subject"],
+            seq=int(m["seq"]),
+            data=base64.b64decode(data) if data else b"",
+            headers=parse_headers(base64.b64decode(hdrs)) if hdrs else None,
+            time=m.get("time", ""),
+        )
+    except (KeyError, TypeError, ValueError, NatsError):
+        raise JetStreamError(f"malformed stored message {str(m)[:64]!r}") from None
+
+
+def raw_from_direct(msg: Msg) -> RawStreamMsg:
+    """A Direct Get answer as a :class:`RawStreamMsg` (404 -> :class:`MsgNotFoundError`)."""
+    h = msg.headers
+    if h is None:
+        raise JetStreamError("Direct Get answer without headers")
+    if h.status is not None:
+        if h.status == 404:
+            raise MsgNotFoundError(h.description or "no message found", 404, 10037)
+        raise APIError(h.description or "Direct Get failed", h.status, 0)
+    try:
+        return RawStreamMsg(
+            subject=h["Nats-Subject"], seq=int(h["Nats-Sequence"]), data=msg.data,
+            headers=h, time=h.get("Nats-Time-Stamp", ""),
+        )
+    except (KeyError, ValueError):
+        raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence") from None
