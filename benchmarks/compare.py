@@ -5,15 +5,19 @@ and nats-py (``python benchmarks/natspy_bench.py ... --json``, on asyncio and, w
 uvloop is installed, on uvloop), every run in a fresh subprocess, against ONE embedded
 nats-server started here. For pub it also measures a pure-Python ceiling: a raw socket
 loop that does the CONNECT handshake, encodes every PUB with bytes ``%`` formatting,
-sends in 64 KiB chunks, and ends with PING/PONG. It prints the medians of ``--runs``
-runs and the ratios txnats / nats-py, with the date, the machine and the versions::
+sends in 64 KiB chunks, and ends with PING/PONG. Next to the cooperative pub 16 B row
+(publish, and wait for room every ~1 MiB) is a plain-loop row: every publish in one
+loop that never yields, then one flush. It prints the medians of ``--runs`` runs and
+the ratios txnats / nats-py, with the date, the machine and the versions::
 
     python benchmarks/compare.py                 # the full suite, 5 runs (minutes)
     python benchmarks/compare.py --quick         # tiny counts, 1 run: a smoke test
     python benchmarks/compare.py --markdown      # tables for a README (or --rst)
     python benchmarks/compare.py --only pub-16,req-seq --runs 3
 
-Progress goes to stderr, the report to stdout. The exit status is 1 if any run failed.
+Progress goes to stderr, the report to stdout. A run that fails does not stop the
+others: its cell reads ``FAILED (SomeError)`` and the report ends with every failed
+run's error line. The exit status is 1 if any run failed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import socket
 import statistics
 import subprocess
@@ -71,6 +76,12 @@ def suite(quick: bool) -> list[Row]:
         rows.append(
             Row(f"pub-{size}", f"pub {big:,} x {size} B", args, args, ceiling=(big, size))
         )
+        if size == 16:
+            # Every publish() in one loop that never yields, then one flush: 1M x 16 B
+            # is ~39 MB of frames sent while the event loop never runs.
+            args = ("pub-plain", "--msgs", str(big), "--size", str(size))
+            rows.append(Row(f"pub-{size}-plain", f"pub {big:,} x {size} B, plain loop",
+                            args, args))
     for mode, py_mode in (("handler", "cb"), ("iter", "iter"), ("next", "next")):
         args = ("pubsub", "--msgs", str(mid), "--size", "128")
         rows.append(
@@ -281,6 +292,23 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+_ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Expired))\b")
+
+
+def _failure(error: str) -> str:
+    """A short name for a failed run's error line, for a table cell."""
+    found = _ERROR_NAME.search(error)
+    return f"FAILED ({found.group(1)})" if found else "FAILED"
+
+
+def _value(cell: Cell, metric: str) -> str:
+    """The cell's median, or, if every run failed, what they failed with."""
+    value = cell.median(metric)
+    if value is None and cell.errors:
+        return _failure(cell.errors[-1])
+    return _num(value)
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
@@ -303,9 +331,10 @@ def tables(
         tx = c.get(TXNATS, Cell()).median(row.metric)
         py = c.get(NATSPY_ASYNCIO, Cell()).median(row.metric)
         uv = c.get(NATSPY_UVLOOP, Cell()).median(row.metric)
-        line = [row.label, row.unit, _num(tx), _num(py)]
+        line = [row.label, row.unit, _value(c.get(TXNATS, Cell()), row.metric),
+                _value(c.get(NATSPY_ASYNCIO, Cell()), row.metric)]
         if uvloop:
-            line.append(_num(uv))
+            line.append(_value(c.get(NATSPY_UVLOOP, Cell()), row.metric))
         line.append(_ratio(tx, py))
         if uvloop:
             line.append(_ratio(tx, uv))
@@ -392,7 +421,33 @@ def report(
     parts = [head]
     for title, table_head, body in tables(rows, cells, uvloop):
         parts.append(render(title, table_head, body, fmt))
+    failed = failures(rows, cells)
+    if failed:
+        parts.append(render_failures(failed, fmt))
     return "\n\n".join(parts) + "\n"
+
+
+def failures(
+    rows: Sequence[Row], cells: dict[str, dict[str, Cell]]
+) -> list[tuple[str, str, str]]:
+    """Every failed run: (row label, client, its error line), in table order."""
+    out = []
+    for row in rows:
+        for client, cell in cells[row.key].items():
+            out.extend((row.label, client, error) for error in cell.errors)
+    return out
+
+
+def render_failures(failed: Sequence[tuple[str, str, str]], fmt: str) -> str:
+    """The failed runs as a list under the tables, each with its error line."""
+    title = f"Failed runs ({len(failed)})"
+    if fmt == "markdown":
+        lines = [f"- {label}, {client}: `{error}`" for label, client, error in failed]
+        return f"**{title}**\n\n" + "\n".join(lines)
+    lines = [f"- {label}, {client}: {error}" for label, client, error in failed]
+    if fmt == "rst":
+        return f"{title}\n\n" + "\n".join(lines)
+    return f"{title}\n" + "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

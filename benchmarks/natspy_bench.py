@@ -13,6 +13,10 @@ How each workload uses nats-py (its documented, ordinary usage):
 
 - pub: ``await nc.publish(subject, payload)`` per message, then ``await nc.flush()``;
   the clock stops when the flush returns.
+- pub-plain: the same loop with nothing else in it (no progress counter, no
+  watchdog task), on one connection: nats-py's own plain loop, which yields to the
+  event loop only when its pending buffer is full. Its result is a ``pub`` result
+  with ``publish_loop`` ``"plain"``, as txnats's ``pub-plain`` is.
 - pubsub / fanout: subscriber connections read with ``cb=`` (an ``async def``
   callback), with ``async for msg in sub.messages``, or with ``await sub.next_msg()``;
   one publisher connection publishes as above. Received msgs/s over all subscribers.
@@ -37,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-WORKLOADS = ("pub", "pubsub", "req", "fanout", "js-pub", "kv", "obj")
+WORKLOADS = ("pub", "pub-plain", "pubsub", "req", "fanout", "js-pub", "kv", "obj")
 MODES = ("cb", "iter", "next")
 STALL = 10.0
 
@@ -152,8 +156,33 @@ async def bench_pub(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for nc in clients:
             await nc.close()
-    result = _base(args, "pub", msgs=args.msgs, size=args.size, pubs=args.pubs, subs=0)
+    result = _base(
+        args, "pub", msgs=args.msgs, size=args.size, pubs=args.pubs, subs=0,
+        publish_loop="cooperative",
+    )
     return _rates(result, args.msgs, args.msgs * args.size, elapsed)
+
+
+async def bench_pub_plain(args: argparse.Namespace) -> dict[str, Any]:
+    nc = await _connect(args, "natspy-bench-pub-plain")
+    subject, payload, msgs = args.subject, b"x" * args.size, args.msgs
+
+    async def plain() -> None:
+        publish = nc.publish
+        for _ in range(msgs):
+            await publish(subject, payload)
+        await nc.flush(timeout=STALL * 6)
+
+    try:
+        start = time.perf_counter()
+        await asyncio.wait_for(plain(), STALL * 6)
+        elapsed = time.perf_counter() - start
+    finally:
+        await nc.close()
+    result = _base(
+        args, "pub", msgs=msgs, size=args.size, pubs=1, subs=0, publish_loop="plain"
+    )
+    return _rates(result, msgs, msgs * args.size, elapsed)
 
 
 async def bench_pubsub(args: argparse.Namespace, workload: str = "pubsub") -> dict[str, Any]:
@@ -423,6 +452,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         return await bench_obj(args)
     if args.workload == "pub":
         return await bench_pub(args)
+    if args.workload == "pub-plain":
+        return await bench_pub_plain(args)
     if args.workload == "pubsub":
         return await bench_pubsub(args)
     if args.workload == "fanout":
@@ -432,7 +463,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _human(r: dict[str, Any]) -> str:
-    head = f"nats-py {r['version']} ({r['loop']}) {r['workload']}"
+    kind = " (plain loop)" if r.get("publish_loop") == "plain" else ""
+    head = f"nats-py {r['version']} ({r['loop']}) {r['workload']}{kind}"
     text = f"{head}: {r['msgs_per_sec']:,.0f} msgs/sec ~ {r['mb_per_sec']:.2f} MB/sec"
     if r["workload"] == "req":
         lat = r["latency_us"]

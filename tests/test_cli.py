@@ -32,6 +32,10 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SkipTest, TestCase
 
 import txnats
+from txnats import _bench
+from txnats._bench import run_workload
+from txnats.errors import InvalidArgumentError, OutboundBufferFullError
+from txnats.protocol.events import Msg
 from txnats.testing import NatsServer
 
 from ._helpers import wait_until
@@ -334,12 +338,15 @@ class CompareTests(TestCase):
         self.assertIn("txnats / nats-py", run.stdout)
         for row in ("JetStream publish_async", "KV put", "KV get", "object get"):
             self.assertIn(row, run.stdout)
+        self.assertIn("pub 2,000 x 16 B, plain loop", run.stdout)
+        self.assertNotIn("FAILED", run.stdout)
 
 
 #: Tiny arguments for each ``txnats bench`` workload, and the line its result starts
 #: with. ``BenchOnTerminalTests`` runs every one of them with the progress bar drawn.
 TERMINAL_RUNS: dict[str, tuple[tuple[str, ...], str]] = {
     "pub": (("--msgs", "3000", "--size", "16"), "Pub stats:"),
+    "pub-plain": (("--msgs", "3000", "--size", "16"), "Pub stats:"),
     "sub": (("--msgs", "500", "--size", "16"), "Sub stats:"),
     "pubsub": (("--msgs", "2000", "--size", "16"), "Sub stats:"),
     "req": (("--duration", "0.5"), "Req stats:"),
@@ -396,6 +403,11 @@ class BenchOnTerminalTests(ServerPerClass, TestCase):
     async def test_pub(self) -> None:
         """``bench pub`` on a terminal draws its bar and prints its result."""
         await self.run_on_terminal("pub")
+
+    async def test_pub_plain(self) -> None:
+        """``bench pub-plain`` on a terminal draws its bar (before and after the loop,
+        which never yields) and prints its result."""
+        await self.run_on_terminal("pub-plain")
 
     async def test_pubsub(self) -> None:
         """``bench pubsub`` on a terminal draws its bar and prints its result."""
@@ -627,3 +639,130 @@ class SubscriberConfirmedTests(ServerPerClass, TestCase):
     async def test_txnats_fanout(self) -> None:
         """Each of txnats's fan-out subscribers is confirmed before the first publish."""
         await self.through_proxy("txnats", "fanout", "--msgs", "200", "--subs", "2", subs=2)
+
+
+class PlainLoopTests(ServerPerClass, TestCase):
+    """``bench pub-plain``: publish() in one loop that never yields, then flush()."""
+
+    timeout = 60
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    async def test_every_message_arrives(self) -> None:
+        """The plain loop's messages all reach a subscriber on another connection, and
+        its result is a pub result marked ``plain`` (the cooperative pub's is marked
+        ``cooperative``)."""
+        watcher = await txnats.connect(reactor, self.url)
+        self.addCleanup(watcher.close)
+        received: list[Msg] = []
+        watcher.subscribe("plain.count", received.append)
+        await watcher.flush()
+        result = await run_workload(
+            reactor, self.url, "pub-plain", msgs=5000, size=16, subject="plain.count"
+        )
+        self.assertEqual(
+            (result["workload"], result["publish_loop"], result["msgs"], result["size"]),
+            ("pub", "plain", 5000, 16),
+        )
+        self.assertGreater(result["msgs_per_sec"], 0)
+        await wait_until(lambda: len(received) == 5000)
+        cooperative = await run_workload(
+            reactor, self.url, "pub", msgs=100, size=16, subject="plain.other"
+        )
+        self.assertEqual(cooperative["publish_loop"], "cooperative")
+
+    async def test_failure_says_where(self) -> None:
+        """When a publish() in the loop raises OutboundBufferFullError (as it does
+        once the loop outgrows the outbound buffer's bound), the workload fails with
+        that error, naming the plain loop and the message it stopped at."""
+        real = _bench._connect_many
+
+        async def connect_with_a_small_buffer(*args: Any, **kwargs: Any) -> list[Any]:
+            clients = await real(*args, **kwargs)
+            publish, calls = clients[0].publish, [0]
+
+            def full_after_100(subject: str, data: bytes = b"") -> None:
+                calls[0] += 1
+                if calls[0] > 100:
+                    raise OutboundBufferFullError("outbound buffer full (test)")
+                publish(subject, data)
+
+            clients[0].publish = full_after_100
+            return clients
+
+        self.patch(_bench, "_connect_many", connect_with_a_small_buffer)
+        with self.assertRaises(OutboundBufferFullError) as caught:
+            await run_workload(reactor, self.url, "pub-plain", msgs=1000, size=16)
+        text = str(caught.exception)
+        self.assertIn("plain loop", text)
+        self.assertIn("OutboundBufferFullError at message 101 of 1,000", text)
+        self.assertIn("outbound buffer full (test)", text)
+
+    async def test_one_connection_only(self) -> None:
+        """``pub-plain`` publishes on one connection: asking for more is an error."""
+        with self.assertRaises(InvalidArgumentError):
+            await run_workload(reactor, self.url, "pub-plain", msgs=10, pubs=2)
+
+
+def _load_compare() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "_compare_under_test", ROOT / "benchmarks" / "compare.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up there)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+class CompareReportTests(TestCase):
+    """How ``benchmarks/compare.py`` lays out its rows and reports failed runs."""
+
+    def test_plain_loop_row_next_to_pub_16(self) -> None:
+        """The plain-loop row follows the cooperative pub 16 B row, a million messages
+        in the full suite and as few as the other pub rows in quick mode."""
+        compare = _load_compare()
+        for quick, count in ((False, "1,000,000"), (True, "2,000")):
+            rows = compare.suite(quick)
+            keys = [r.key for r in rows]
+            plain = rows[keys.index("pub-16-plain")]
+            self.assertEqual(keys.index("pub-16-plain"), keys.index("pub-16") + 1)
+            self.assertEqual(plain.label, f"pub {count} x 16 B, plain loop")
+            self.assertEqual(plain.txnats[0], "pub-plain")
+            self.assertEqual(plain.natspy[0], "pub-plain")
+            self.assertEqual(plain.txnats[2], count.replace(",", ""))
+
+    def test_failed_cell_shows_its_error(self) -> None:
+        """A client whose every run failed shows ``FAILED (ErrorName)`` in its cell
+        and no ratio; the other clients' figures and the other rows are unaffected,
+        and the failures list gives each error line in full."""
+        compare = _load_compare()
+        rows = [r for r in compare.suite(True) if r.key in ("pub-16", "pub-16-plain")]
+        error = (
+            "txnats: error: plain loop: publish() raised OutboundBufferFullError at "
+            "message 860,371 of 1,000,000"
+        )
+        ok = {"msgs_per_sec": 1000.0}
+        cells = {
+            "pub-16": {
+                compare.TXNATS: compare.Cell([ok]),
+                compare.NATSPY_ASYNCIO: compare.Cell([ok]),
+            },
+            "pub-16-plain": {
+                compare.TXNATS: compare.Cell([], [error]),
+                compare.NATSPY_ASYNCIO: compare.Cell([{"msgs_per_sec": 500.0}]),
+            },
+        }
+        (_title, _head, body), *_rest = compare.tables(rows, cells, False)
+        self.assertEqual(body[0][2:], ["1,000", "1,000", "1.00x"])
+        self.assertEqual(body[1][2:], ["FAILED (OutboundBufferFullError)", "500", "-"])
+        failed = compare.failures(rows, cells)
+        self.assertEqual(failed, [(rows[1].label, compare.TXNATS, error)])
+        for fmt in ("text", "markdown", "rst"):
+            self.assertIn(error, compare.render_failures(failed, fmt))

@@ -9,12 +9,15 @@ connections of their own, as ``nats bench`` does, and returns a result dict that
      "elapsed": 0.41, "msgs_per_sec": 243902.4, "mb_per_sec": 29.8, ...}
 
 ``msgs_per_sec`` is the headline figure of every workload: published messages for
-``pub``, received messages (over all subscribers) for ``sub``, ``pubsub`` and
-``fanout``, completed requests for ``req``. Latencies are in microseconds.
+``pub`` and ``pub-plain``, received messages (over all subscribers) for ``sub``,
+``pubsub`` and ``fanout``, completed requests for ``req``. Latencies are in
+microseconds.
 
 Publishing loops keep the outbound buffer bounded: after each batch of about
 :data:`HIGH_WATER` bytes they wait for :meth:`~txnats.Client.wait_for_room`, which
-also lets the reactor run (and the subscribers of the same process read).
+also lets the reactor run (and the subscribers of the same process read). The one
+exception is ``pub-plain``, which measures the loop a user writes first: every
+``publish()`` in one plain ``for`` loop, never yielding to the reactor.
 
 Subscribers and responders run on connections of their own, so before the clock
 starts each of those connections is flushed (:func:`_confirm`): the server has then
@@ -37,11 +40,13 @@ from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
 from txnats import __version__
-from txnats.client import Client, connect
+from txnats._connect import connect
+from txnats.client import Client
 from txnats.errors import (
     ConnectionClosedError,
     InvalidArgumentError,
     NatsError,
+    OutboundBufferFullError,
     SubscriptionClosedError,
     TimeoutError,
 )
@@ -56,6 +61,7 @@ __all__ = [
     "Result",
     "bench_fanout",
     "bench_pub",
+    "bench_pub_plain",
     "bench_pubsub",
     "bench_req",
     "bench_sub",
@@ -75,6 +81,7 @@ MODES = ("handler", "iter", "next")
 #: The workloads, with what each measures.
 WORKLOADS: Mapping[str, str] = {
     "pub": "publish only; the clock stops when flush() returns",
+    "pub-plain": "publish in one plain loop that never yields to the reactor, then flush()",
     "sub": "subscribe only; receive --msgs messages published by another process",
     "pubsub": "publishers and subscribers on separate connections; received msgs/s",
     "req": "request/reply on two connections; req/s and latency percentiles",
@@ -365,7 +372,66 @@ async def bench_pub(
         elapsed = time.perf_counter() - start
     finally:
         await _close_all(clients)
-    result = _base("pub", reactor, msgs=msgs, size=size, pubs=pubs, subs=0)
+    result = _base(
+        "pub", reactor, msgs=msgs, size=size, pubs=pubs, subs=0, publish_loop="cooperative"
+    )
+    return _rates(result, msgs, msgs * size, elapsed)
+
+
+async def bench_pub_plain(
+    reactor: IReactorCore,
+    servers: str | Sequence[str],
+    *,
+    msgs: int = 100_000,
+    size: int = 128,
+    subject: str = DEFAULT_SUBJECT,
+    options: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+) -> Result:
+    """Publish ``msgs`` messages of ``size`` bytes in one plain loop, then flush.
+
+    The loop is the one a user writes first, ``for ...: nc.publish(subject, data)``:
+    it never yields to the reactor and never calls
+    :meth:`~txnats.Client.wait_for_room`, so every message is queued before the
+    first byte is written. The clock starts before the first publish and stops when
+    ``flush()`` has returned. The result is a ``pub`` result with ``publish_loop``
+    ``"plain"`` (``bench_pub``'s is ``"cooperative"``).
+
+    If a ``publish()`` raises (:class:`~txnats.errors.OutboundBufferFullError` when
+    the loop outgrows the outbound buffer's bound), the workload fails with that
+    error, saying at which message.
+    """
+    _check_counts(msgs, size)
+    clients = await _connect_many(reactor, servers, 1, "txnats-bench-pub-plain", options or {})
+    nc = clients[0]
+    payload = b"x" * size
+    done = [0]  # set after the loop: nothing can read it during one
+    try:
+        if progress is not None:
+            progress.begin("Publishing", msgs, lambda: done[0])
+        try:
+            publish = nc.publish
+            i = -1
+            start = time.perf_counter()
+            try:
+                for i in range(msgs):  # noqa: B007 (the except clause reads i)
+                    publish(subject, payload)
+            except OutboundBufferFullError as e:
+                raise OutboundBufferFullError(
+                    f"plain loop: publish() raised OutboundBufferFullError at message "
+                    f"{i + 1:,} of {msgs:,}, {nc.pending_bytes:,} bytes queued: {e}"
+                ) from e
+            done[0] = msgs
+            await nc.flush(STALL * 6)
+            elapsed = time.perf_counter() - start
+        finally:
+            if progress is not None:
+                progress.end()
+    finally:
+        await _close_all(clients)
+    result = _base(
+        "pub", reactor, msgs=msgs, size=size, pubs=1, subs=0, publish_loop="plain"
+    )
     return _rates(result, msgs, msgs * size, elapsed)
 
 
@@ -645,6 +711,12 @@ async def run_workload(
     if workload == "pub":
         return await bench_pub(
             reactor, servers, msgs=n, size=128 if size is None else size, pubs=pubs, **common
+        )
+    if workload == "pub-plain":
+        if pubs != 1:
+            raise InvalidArgumentError("pub-plain publishes on one connection: no --pubs")
+        return await bench_pub_plain(
+            reactor, servers, msgs=n, size=128 if size is None else size, **common
         )
     if workload == "pubsub":
         return await bench_pubsub(
