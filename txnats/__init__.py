@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from zope.interface import classImplements
 
-from txnats.client import Client, ClientState, Statistics, connect
+from txnats._connect import connect
+from txnats._version import __version__
+from txnats.client import Client, ClientState, Statistics
 from txnats.errors import *  # noqa: F403
 from txnats.errors import __all__ as _errors_all
 from txnats.interfaces import IClient, IMsg, ISubscription

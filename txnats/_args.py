@@ -22,7 +22,7 @@ from numbers import Real
 
 from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
 
-__all__ = ["check_count", "check_delay", "check_timeout"]
+__all__ = ["check_count", "check_delay", "check_reactor", "check_timeout"]
 
 
 def _seconds(name: str, value: object) -> float:
@@ -81,3 +81,15 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
     if value < minimum:
         raise InvalidArgumentError(f"{name} must be at least {minimum}, not {value!r}")
     return value
+
+
+def check_reactor(what: str, reactor: object) -> None:
+    """Refuse a first argument that is not a reactor (``connect("nats://...")``).
+
+    :raises InvalidArgumentTypeError: naming the call, ``what``.
+    """
+    if isinstance(reactor, (str, bytes)) or not callable(getattr(reactor, "callLater", None)):
+        raise InvalidArgumentTypeError(
+            f"{what}(reactor, servers, ...): the first argument must be a reactor, "
+            f"not {type(reactor).__name__}"
+        )

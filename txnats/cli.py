@@ -41,9 +41,10 @@ from twisted.logger import (
 )
 from zope.interface import provider
 
-from txnats import __version__
 from txnats._bench import HIGH_WATER, MODES, WORKLOADS, Result, run_workload
-from txnats.client import DEFAULT_URL, Client, connect
+from txnats._connect import connect
+from txnats._version import __version__
+from txnats.client import DEFAULT_URL, Client
 from txnats.errors import ConnectionClosedError, NatsError
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import Headers

@@ -141,9 +141,13 @@ class NatsProtocol(Protocol):
         self.established = False
         self.lost = False
         self.pings_out = 0
-        # Outbound: what waits for the end of this reactor turn (or for the transport to
-        # ask for more), as whole frames or, from publish(), a frame's parts; and its size.
-        self._out: list[bytes] = []
+        #: Outbound: what waits for the end of this reactor turn (or for the transport
+        #: to ask for more), as whole frames or a frame's parts, and its size in bytes.
+        #: ``write()`` appends here; the client's publish() hot path appends a frame's
+        #: parts itself (a call per message would cost a fifth of a publish), keeping
+        #: ``out_bytes`` right and calling :meth:`schedule_flush` when the list was
+        #: empty. The list object stays the same for the whole connection.
+        self.out_parts: list[bytes] = []
         self.out_bytes = 0
         #: Set while the handler runs a batch of work after which it calls flush_now()
         #: itself: no timed call is needed for what the batch writes.
@@ -192,7 +196,7 @@ class NatsProtocol(Protocol):
         elif was_ready or self._got_info:
             # The handler may take the unsent publishes and the pending PINGs first.
             self.handler.connection_lost(self, err)
-        self._out.clear()
+        self.out_parts.clear()
         self.out_bytes = 0
         pongs = list(self._pongs)
         self._pongs.clear()
@@ -204,10 +208,9 @@ class NatsProtocol(Protocol):
         """Remove and return the PUB/HPUB frames never handed to the transport."""
         # The out-list holds frames and pieces of frames (publish() appends a frame's
         # parts): cut the bytes back into frames.
-        frames = [
-            f for f in split_frames(b"".join(self._out)) if f[:4] == b"PUB " or f[:5] == b"HPUB "
-        ]
-        self._out.clear()
+        queued = split_frames(b"".join(self.out_parts))
+        frames = [f for f in queued if f[:4] == b"PUB " or f[:5] == b"HPUB "]
+        self.out_parts.clear()
         self.out_bytes = 0
         return frames
 
@@ -439,7 +442,7 @@ class NatsProtocol(Protocol):
 
     def write_many(self, frames: list[bytes], nbytes: int) -> None:
         """Queue several frames at once (``Client.publish`` inlines this)."""
-        self._out.extend(frames)
+        self.out_parts.extend(frames)
         self.out_bytes += nbytes
         self.schedule_flush()
 
@@ -468,7 +471,7 @@ class NatsProtocol(Protocol):
         if the connection dies: at most the kernel's send buffer and one write.
         """
         eager = self._eager
-        if eager is None or self.lost or eager.disconnecting or not self._out:
+        if eager is None or self.lost or eager.disconnecting or not self.out_parts:
             return
         if self._producer_paused:
             # The transport resumes us (resumeProducing) once its buffer is empty.
@@ -483,9 +486,9 @@ class NatsProtocol(Protocol):
         Over plain TCP a small flush (or, with ``bulk``, any flush) is also handed to
         the socket at once instead of on the reactor's next writable event.
         """
-        if self._producer_paused or not self._out or self.lost or self.transport is None:
+        if self._producer_paused or not self.out_parts or self.lost or self.transport is None:
             return
-        out = self._out
+        out = self.out_parts
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()  # the same list object for the whole connection (the client appends to it)
         self.out_bytes = 0
@@ -513,7 +516,7 @@ class NatsProtocol(Protocol):
 
     def resumeProducing(self) -> None:
         self._producer_paused = False
-        if self._out:
+        if self.out_parts:
             self.schedule_flush()
 
     def stopProducing(self) -> None:

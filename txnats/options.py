@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from txnats.errors import NatsError
+from txnats._args import check_count, check_delay, check_timeout
+from txnats.errors import InvalidArgumentTypeError, NatsError
 from txnats.tls import TLSConfig
 
 __all__ = [
@@ -79,3 +80,29 @@ class Options:
     closed_cb: Callable[[], object] | None = None
     lame_duck_cb: Callable[[], object] | None = None
     discovered_servers_cb: Callable[[list[str]], object] | None = None
+
+    def check(self) -> None:
+        """Check every number and callback (see :mod:`txnats._args`).
+
+        :raises InvalidArgumentError: naming the first bad option.
+        """
+        check_timeout("connect_timeout", self.connect_timeout, allow_none=False)
+        check_delay("ping_interval", self.ping_interval)  # 0: no PINGs
+        check_count("max_pings_out", self.max_pings_out)  # (0 would drop a healthy connection)
+        check_count("pending_msgs_limit", self.pending_msgs_limit)
+        check_count("pending_bytes_limit", self.pending_bytes_limit)
+        check_timeout("drain_timeout", self.drain_timeout, allow_none=False)
+        check_count("max_outbound_bytes", self.max_outbound_bytes)
+        check_count("max_reconnect_attempts", self.max_reconnect_attempts, minimum=-1)  # -1: ever
+        check_delay("reconnect_wait", self.reconnect_wait)
+        check_delay("reconnect_jitter", self.reconnect_jitter)
+        check_count("reconnect_buffer_size", self.reconnect_buffer_size, minimum=0)  # 0: none
+        for name in (
+            "error_cb", "disconnected_cb", "reconnected_cb", "closed_cb", "lame_duck_cb",
+            "discovered_servers_cb", "token_handler", "user_jwt_cb", "signature_cb",
+        ):
+            cb = getattr(self, name)
+            if cb is not None and not callable(cb):
+                raise InvalidArgumentTypeError(
+                    f"{name} must be callable, not {type(cb).__name__}"
+                )

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from twisted.internet.interfaces import IReactorCore, IStreamClientEndpoint
 from twisted.logger import Logger
 
 from txnats.errors import ConnectError
@@ -73,36 +71,6 @@ class Server:
     def hostport(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
-
-    def endpoint(
-        self,
-        reactor: IReactorCore,
-        timeout: float,
-        tls_creator: Callable[[], Any] | None = None,
-        *,
-        compression: bool = False,
-    ) -> IStreamClientEndpoint:
-        """A client endpoint reaching this server.
-
-        For ``ws://`` and ``wss://`` servers it speaks WebSocket (``tls_creator`` makes the
-        TLS options for ``wss://``; ``compression`` offers permessage-deflate).
-        """
-        if self.scheme in ("ws", "wss"):
-            from txnats.websocket import websocket_endpoint
-
-            return websocket_endpoint(
-                reactor, self, timeout, tls_creator, compression=compression
-            )
-        # Imported here: twisted.internet.endpoints loads OpenSSL, which costs a
-        # noticeable part of a second at import time.
-        from twisted.internet.endpoints import HostnameEndpoint, clientFromString
-
-        if self.endpoint_description is not None:
-            ep: IStreamClientEndpoint = clientFromString(  # type: ignore[no-untyped-call]
-                reactor, self.endpoint_description
-            )
-            return ep
-        return HostnameEndpoint(reactor, self.host.encode("idna"), self.port, timeout=timeout)
 
     def __str__(self) -> str:
         return self.redacted

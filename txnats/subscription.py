@@ -15,10 +15,11 @@ import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from enum import IntEnum
+from typing import Any, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
-from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -34,11 +35,12 @@ from txnats.errors import (
     TimeoutError,
 )
 from txnats.protocol.events import Msg
+from txnats.protocol.headers import HeaderInput
 
-if TYPE_CHECKING:
-    from txnats.client import Client
+__all__ = ["Handler", "Responder", "Subscription", "SubscriptionHost", "serving"]
 
-__all__ = ["Handler", "Subscription"]
+#: Internals of other objects this module uses, declared by the Protocols below.
+HOUSE_PRIVATE_OK = {"_client"}
 
 log = Logger()
 
@@ -49,8 +51,48 @@ Handler = Callable[[Msg], Deferred[Any] | Coroutine[Any, Any, Any] | Awaitable[A
 #: Most messages one subscription hands out in one turn before yielding to the reactor.
 _BATCH = 1024
 
-# Subscription states.
-_ACTIVE, _DRAINING, _ENDING, _CLOSED = range(4)
+class State(IntEnum):
+    """Where a subscription stands."""
+
+    #: Receiving and handing out messages.
+    ACTIVE = 0
+    #: Unsubscribed by drain(): what the server sent before is still coming.
+    DRAINING = 1
+    #: No more input; what is in the mailbox (and in flight) is still handed out.
+    ENDING = 2
+    #: Over.
+    CLOSED = 3
+
+
+# Module globals: read on every message, faster than State.X.
+_ACTIVE, _DRAINING, _ENDING, _CLOSED = State.ACTIVE, State.DRAINING, State.ENDING, State.CLOSED
+
+
+class Responder(Protocol):
+    """What a delivered message's ``respond()`` publishes through (the client)."""
+
+    def _respond(self, reply: str, data: bytes, headers: HeaderInput | None) -> None: ...
+
+
+class _Bindable(Protocol):
+    """A message bound to the client that delivered it (see ``Msg.respond``)."""
+
+    _client: Responder | None
+
+
+class SubscriptionHost(Protocol):
+    """What a subscription asks of its client (:class:`txnats._registry.Subscriptions`)."""
+
+    @property
+    def clock(self) -> IReactorTime: ...
+    @property
+    def responder(self) -> Responder: ...
+    def schedule(self, fn: Callable[..., object], *args: object) -> None: ...
+    def report(self, error: Exception) -> None: ...
+    def forget(self, sub: Subscription) -> None: ...
+    def send_unsub(self, sub: Subscription, max_msgs: int | None) -> None: ...
+    def drain_subscription(self, sub: Subscription) -> None: ...
+    def backpressure(self, sub: Subscription, full: bool) -> None: ...
 
 #: The subscription whose handler is running (set for a turn; coroutines and
 #: inlineCallbacks started by a handler keep it in their copy of the context).
@@ -67,7 +109,7 @@ class Subscription:
 
     def __init__(
         self,
-        client: Client,
+        host: SubscriptionHost,
         sid: int,
         subject: str,
         queue: str | None,
@@ -79,7 +121,8 @@ class Subscription:
         concurrency: int = 1,
         backpressure: bool = False,
     ) -> None:
-        self._client = client
+        self._host = host
+        self._responder = host.responder  # bound to each message: read once here
         self.sid = sid
         self.subject = subject
         self.queue = queue
@@ -103,7 +146,7 @@ class Subscription:
         self._scheduled = False
         self._running = False
         self._slow = False
-        self._state = _ACTIVE
+        self._state: State = _ACTIVE
         self._waiters: deque[Deferred[Msg]] = deque()
         self._ended: list[Deferred[None]] = []
         self._end_reason: NatsError | None = None
@@ -124,7 +167,7 @@ class Subscription:
                 self._on_drop(msg)
             if not self._slow:
                 self._slow = True
-                self._client._report(
+                self._host.report(
                     SlowConsumerError(
                         f"slow consumer on {self.subject!r} (sid {self.sid}): pending limits "
                         f"{self.pending_msgs_limit} msgs / {self.pending_bytes_limit} bytes "
@@ -135,7 +178,8 @@ class Subscription:
                     )
                 )
             return
-        msg._client = self._client
+        bound: _Bindable = msg
+        bound._client = self._responder
         self._mailbox.append(msg)
         self.pending_msgs += 1
         self.pending_bytes += size
@@ -143,10 +187,10 @@ class Subscription:
             self.pending_msgs >= self.pending_msgs_limit
             or self.pending_bytes >= self.pending_bytes_limit
         ):
-            self._client._backpressure(self, True)
+            self._host.backpressure(self, True)
         if not self._scheduled and not self._running:
             self._scheduled = True
-            self._client.schedule(self._turn)
+            self._host.schedule(self._turn)
 
     def _below_low_water(self) -> None:
         """End a slow-consumer episode, or resume reading, once the mailbox is half empty."""
@@ -158,7 +202,7 @@ class Subscription:
             # message while overloaded.
             self._slow = False
             if self.backpressure:
-                self._client._backpressure(self, False)
+                self._host.backpressure(self, False)
 
     def _turn(self) -> None:
         self._scheduled = False
@@ -202,7 +246,7 @@ class Subscription:
                     n += 1
                     if n >= _BATCH and mailbox:
                         self._scheduled = True
-                        self._client.schedule(self._turn)
+                        self._host.schedule(self._turn)
                         break
         finally:
             _serving.reset(token)
@@ -217,7 +261,7 @@ class Subscription:
             return
         if self._mailbox and not self._scheduled and self._state != _CLOSED:
             self._scheduled = True
-            self._client.schedule(self._turn)
+            self._host.schedule(self._turn)
         else:
             self._check_end()
 
@@ -234,7 +278,7 @@ class Subscription:
             sid=self.sid,
         )
         err.__cause__ = cause
-        self._client._report(err)
+        self._host.report(err)
 
     # ------------------------------------------------------------------ ending
     def _check_end(self) -> None:
@@ -247,11 +291,17 @@ class Subscription:
         ):
             self._finish(SubscriptionClosedError(f"subscription {self.sid} ended"))
 
+    def _begin_drain(self) -> None:
+        """The client drains: keep handing out what is in the mailbox, input goes on
+        until the client's drain sees the server's PONG."""
+        if self._state == _ACTIVE:
+            self._state = _DRAINING
+
     def _input_done(self) -> None:
         """No more messages will arrive (unsubscribed, drained or max reached)."""
         if self._state in (_ACTIVE, _DRAINING):
             self._state = _ENDING
-            self._client._forget(self)
+            self._host.forget(self)
             self._check_end()
 
     def _finish(self, reason: NatsError) -> None:
@@ -259,9 +309,9 @@ class Subscription:
             return
         self._state = _CLOSED
         self._end_reason = reason
-        self._client._forget(self)
+        self._host.forget(self)
         if self.backpressure:
-            self._client._backpressure(self, False)
+            self._host.backpressure(self, False)
         waiters = list(self._waiters)
         self._waiters.clear()
         for w in waiters:
@@ -294,7 +344,7 @@ class Subscription:
     def unsubscribe(self) -> None:
         """Stop interest now. Messages already received are still handed out."""
         if self._state in (_ACTIVE, _DRAINING):
-            self._client._send_unsub(self, None)
+            self._host.send_unsub(self, None)
             self._input_done()
 
     def auto_unsubscribe(self, max_msgs: int) -> None:
@@ -306,7 +356,7 @@ class Subscription:
         if self.received >= max_msgs:
             self.unsubscribe()
             return
-        self._client._send_unsub(self, max_msgs)
+        self._host.send_unsub(self, max_msgs)
 
     def drain(self, timeout: float | None = None) -> Deferred[None]:
         """Unsubscribe, and fire once every message the server sent before is handled.
@@ -326,7 +376,7 @@ class Subscription:
             return succeed(None)
         if self._state == _ACTIVE:
             self._state = _DRAINING
-            self._client._drain_subscription(self)
+            self._host.drain_subscription(self)
         if _serving.get() is self:
             # From this subscription's own handler: waiting for the end would wait for
             # that very handler. The drain goes on; this fires now.
@@ -342,7 +392,7 @@ class Subscription:
                     )
                 return result
 
-            d.addTimeout(timeout, self._client._clock, onTimeoutCancel=on_timeout)
+            d.addTimeout(timeout, self._host.clock, onTimeoutCancel=on_timeout)
         return d
 
     def _drained(self, _: object) -> None:
@@ -432,7 +482,7 @@ class Subscription:
                     return
                 d.errback(TimeoutError(f"no message on {self.subject!r} within {timeout}s"))
 
-            timer.append(self._client._clock.callLater(timeout, expire))
+            timer.append(self._host.clock.callLater(timeout, expire))
 
             def stop_timer(result: object) -> object:
                 if timer[0].active():

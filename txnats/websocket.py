@@ -306,7 +306,7 @@ class _WebSocketFactory(WebSocketClientFactory):  # type: ignore[misc]
     noisy = False  # no "Starting factory" log lines
 
     def __init__(self, attempt: _Attempt, endpoint: WebSocketEndpoint) -> None:
-        from txnats import __version__
+        from txnats._version import __version__
 
         super().__init__(
             url=endpoint.url,

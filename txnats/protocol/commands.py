@@ -22,6 +22,7 @@ __all__ = [
     "encode_pub",
     "encode_sub",
     "encode_unsub",
+    "pub_frame",
     "pub_prefix",
     "publish_subject",
     "queue_name",
@@ -150,12 +151,36 @@ def encode_connect(options: Mapping[str, Any]) -> bytes:
     return b"CONNECT " + json.dumps(dict(options), separators=(",", ":")).encode() + b"\r\n"
 
 
-def encode_pub(subject: str, payload: bytes = b"", reply: str | None = None) -> bytes:
-    """``PUB <subject> [reply] <size>\\r\\n<payload>\\r\\n``."""
-    subj = publish_subject(subject)
+def pub_frame(
+    subj: bytes, payload: bytes, reply: bytes | None = None, header_block: bytes | None = None
+) -> tuple[bytes, int]:
+    """PUB (or, with a header block, HPUB) from parts already checked: the subject's
+    and reply's wire bytes, the payload, the encoded headers. Returns the frame and the
+    message's size (headers included), which ``max_payload`` limits.
+
+    Every PUB and HPUB the client sends is built here, but for ``publish()``'s hot path,
+    which queues a frame's parts from :func:`pub_prefix` and :data:`SIZE_TAILS` as they
+    are (the same bytes, without joining them).
+    """
+    n = len(payload)
+    if header_block is None:
+        if reply is None:
+            return b"PUB %s %d\r\n%s\r\n" % (subj, n, payload), n
+        return b"PUB %s %s %d\r\n%s\r\n" % (subj, reply, n, payload), n
+    hl = len(header_block)
+    total = hl + n
     if reply is None:
-        return b"PUB %s %d\r\n%s\r\n" % (subj, len(payload), payload)
-    return b"PUB %s %s %d\r\n%s\r\n" % (subj, reply_subject(reply), len(payload), payload)
+        return b"HPUB %s %d %d\r\n%s%s\r\n" % (subj, hl, total, header_block, payload), total
+    return (
+        b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subj, reply, hl, total, header_block, payload),
+        total,
+    )
+
+
+def encode_pub(subject: str, payload: bytes = b"", reply: str | None = None) -> bytes:
+    """``PUB <subject> [reply] <size>\\r\\n<payload>\\r\\n``, checking the subjects."""
+    rep = None if reply is None else reply_subject(reply)
+    return pub_frame(publish_subject(subject), payload, rep)[0]
 
 
 def encode_hpub(
@@ -165,11 +190,9 @@ def encode_hpub(
 
     ``headers`` may be an already encoded header block (bytes).
     """
-    subj = publish_subject(subject)
-    rep = b"" if reply is None else reply_subject(reply) + b" "
+    rep = None if reply is None else reply_subject(reply)
     hdr = headers if isinstance(headers, bytes) else encode_headers(headers)
-    hl = len(hdr)
-    return b"HPUB %s %s%d %d\r\n%s%s\r\n" % (subj, rep, hl, hl + len(payload), hdr, payload)
+    return pub_frame(publish_subject(subject), payload, rep, hdr)[0]
 
 
 def encode_sub(subject: str, sid: int, queue: str | None = None) -> bytes:

@@ -1,0 +1,357 @@
+"""Connecting: the server pool's policy, attempts with back-off and jitter, the dial
+itself (TCP, TLS or WebSocket, and the NATS handshake), and the CONNECT fields.
+
+The :class:`Connector` knows nothing of subscriptions or publishing. It reports to its
+:class:`ConnectorHost` (the client): a connection whose handshake is done, or that no
+server can be reached.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.interfaces import IDelayedCall, IReactorCore, IReactorTime
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txnats._version import __version__
+from txnats.auth import Credentials
+from txnats.connection import ConnectionHandler, NatsProtocol
+from txnats.endpoints import server_endpoint
+from txnats.errors import (
+    AuthorizationError,
+    ConnectError,
+    CredentialsError,
+    NatsError,
+    NoServersError,
+    TLSError,
+)
+from txnats.options import Options
+from txnats.servers import Server, ServerPool, parse_servers
+from txnats.tls import TLSConfig
+
+__all__ = ["Connector", "ConnectorHost"]
+
+log = Logger()
+
+
+class ConnectorHost(Protocol):
+    """What a :class:`Connector` reports to (the client)."""
+
+    def connected(self, proto: NatsProtocol, server: Server) -> None:
+        """An attempt succeeded: ``proto`` has finished its handshake with ``server``."""
+
+    def gave_up(self, error: NatsError) -> None:
+        """No server is left to try (attempts used up); ``error`` says why."""
+
+
+class _OneProtocolFactory(Factory):
+    """Hands out the one protocol instance made for this attempt."""
+
+    def __init__(self, proto: NatsProtocol) -> None:
+        self._proto = proto
+
+    def buildProtocol(self, addr: object) -> NatsProtocol:
+        return self._proto
+
+
+class Connector:
+    """Dials servers of the pool for one client, retrying by the options' rules."""
+
+    def __init__(
+        self,
+        reactor: IReactorCore,
+        clock: IReactorTime,
+        servers: str | Sequence[str],
+        options: Options,
+        host: ConnectorHost,
+        handler: ConnectionHandler,
+        rng: random.Random,
+    ) -> None:
+        self._reactor = reactor
+        self._clock = clock
+        self._options = options
+        self._host = host
+        #: What the protocols this connector makes report to.
+        self.handler = handler
+        self._rng = rng
+        self.pool = ServerPool(parse_servers(servers), randomize=not options.no_randomize, rng=rng)
+        self._credentials = Credentials(
+            user=options.user,
+            password=options.password,
+            token=options.token,
+            token_handler=options.token_handler,
+            nkeys_seed=options.nkeys_seed,
+            nkeys_seed_file=options.nkeys_seed_file,
+            user_credentials=options.user_credentials,
+            user_jwt_cb=options.user_jwt_cb,
+            signature_cb=options.signature_cb,
+        )
+        #: True until the first connection is made: each server is tried once then,
+        #: unless ``retry_on_failed_connect``.
+        self.first = True
+        #: Why the latest attempt (or connection) failed.
+        self.last_error: NatsError | None = None
+        self._call: IDelayedCall | None = None
+        self._stopped = False
+        self._dialling: Deferred[NatsProtocol] | None = None
+        # The server of the dial under way: its CONNECT needs its URL's credentials.
+        self._target: Server | None = None
+
+    # ------------------------------------------------------------------ the pool
+    def set_servers(self, servers: str | Sequence[str]) -> None:
+        """Replace the pool (raises :class:`ConnectError` for a bad URL, keeping it)."""
+        parsed = parse_servers(servers)
+        self.pool = ServerPool(parsed, randomize=not self._options.no_randomize, rng=self._rng)
+
+    def merge_discovered(self, urls: list[str], current: Server) -> list[Server]:
+        """Take a cluster's current ``connect_urls``; return the servers that are new."""
+        return self.pool.add_discovered(urls, current)
+
+    def to_back(self, server: Server | None) -> None:
+        """Try ``server`` last (the one just lost or left): others first."""
+        pool = self.pool.servers
+        if server in pool and len(pool) > 1:
+            pool.remove(server)
+            pool.append(server)
+
+    def other_than(self, current: Server | None) -> Server | None:
+        """The next server of the pool that is not ``current`` (lame duck: move there)."""
+        for _ in range(len(self.pool)):
+            candidate = self.pool.next_server()
+            if candidate is not current:
+                return candidate
+        return None
+
+    # ------------------------------------------------------------------ attempts
+    def _pick(self) -> Server | None:
+        opts = self._options
+        once = self.first and not opts.retry_on_failed_connect
+        limit = 1 if once else opts.max_reconnect_attempts
+        for _ in range(len(self.pool)):
+            server = self.pool.next_server()
+            if limit >= 0 and server.attempts >= limit:
+                continue
+            return server
+        return None
+
+    def schedule(self) -> None:
+        """Dial the next server that may still be tried, honouring ``reconnect_wait``
+        (plus jitter) since its previous attempt; or report that none is left."""
+        server = self._pick()
+        if server is None:
+            last = self.last_error
+            err: NatsError
+            if isinstance(last, (AuthorizationError, TLSError, CredentialsError)):
+                err = last  # a refusal that retrying cannot mend says more
+            else:
+                err = NoServersError(
+                    "no server could be reached" + (f"; last error: {last}" if last else "")
+                )
+                err.__cause__ = last
+            self._host.gave_up(err)
+            return
+        delay = 0.0
+        if server.last_attempt is not None:
+            elapsed = self._clock.seconds() - server.last_attempt
+            wait = self._options.reconnect_wait
+            if elapsed < wait:
+                delay = wait - elapsed + self._rng.uniform(0, self._options.reconnect_jitter)
+        self._call = self._clock.callLater(delay, self._attempt, server)
+
+    def _attempt(self, server: Server) -> None:
+        self._call = None
+        d = self._dialling = self.dial(server)
+        d.addCallbacks(self._succeeded, self._failed, (server,), errbackArgs=(server,))
+
+    def _succeeded(self, proto: NatsProtocol, server: Server) -> None:
+        self._dialling = None
+        if self._stopped:
+            proto.abort()
+            return
+        server.attempts = 0
+        server.last_auth_error = None
+        self.first = False
+        self._host.connected(proto, server)
+
+    def _failed(self, failure: Failure, server: Server) -> None:
+        self._dialling = None
+        if self._stopped:
+            return
+        err = failure.value
+        if not isinstance(err, NatsError):
+            err = ConnectError(f"cannot connect to {server}: {failure.getErrorMessage()}")
+        self.last_error = err
+        log.info("Connect to {url} failed: {error}", url=server, error=str(err))
+        if isinstance(err, AuthorizationError):
+            if server.last_auth_error == str(err):
+                log.warn("{url} refused the same credentials twice; removed", url=server)
+                self.pool.servers.remove(server)
+            server.last_auth_error = str(err)
+        else:
+            server.last_auth_error = None
+        self.schedule()
+
+    def cancel(self) -> None:
+        """Stop for good (the client closed): no attempt is scheduled any more, and a
+        dial under way is dropped."""
+        self._stopped = True
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+        if self._dialling is not None:
+            d, self._dialling = self._dialling, None
+            d.cancel()
+
+    # ------------------------------------------------------------------ the dial
+    def dial(self, server: Server) -> Deferred[NatsProtocol]:
+        """Connect to ``server``: fires with the protocol once its handshake is done,
+        or fails (within ``connect_timeout``, the error naming the step it cut short)."""
+        server.attempts += 1
+        server.last_attempt = self._clock.seconds()
+        opts = self._options
+        tls = opts.tls or TLSConfig()
+        tls_name = server.tls_hostname or server.host
+
+        def tls_creator() -> Any:
+            return tls.client_creator(tls_name)
+
+        websocket = server.scheme in ("ws", "wss")
+        # For wss:// TLS is under the WebSocket layer: started by the endpoint, first.
+        tls_first = server.scheme == "wss" or (
+            opts.tls is not None and opts.tls.handshake_first and not websocket
+        )
+        proto = NatsProtocol(
+            self.handler,
+            self._clock,
+            ping_interval=opts.ping_interval,
+            max_pings_out=opts.max_pings_out,
+            tls_creator=tls_creator,
+            # TLS options make a nats:// server TLS-only; for ws:// they mean nothing
+            # (a WebSocket has no in-band upgrade: use wss://).
+            tls_wanted=server.scheme in ("tls", "wss") or (opts.tls is not None and not websocket),
+            tls_first=tls_first,
+        )
+        self._target = server
+        try:
+            if websocket:
+                endpoint = server_endpoint(
+                    server,
+                    self._reactor,
+                    opts.connect_timeout,
+                    tls_creator if tls_first else None,
+                    compression=opts.ws_compression,
+                )
+            else:
+                endpoint = server_endpoint(server, self._reactor, opts.connect_timeout)
+                if tls_first:
+                    from twisted.internet.endpoints import wrapClientTLS
+
+                    endpoint = wrapClientTLS(tls_creator(), endpoint)
+        except NatsError as e:
+            return fail(e)
+        except Exception as e:
+            return fail(ConnectError(f"bad endpoint: {e}"))
+        connected = endpoint.connect(_OneProtocolFactory(proto))
+        d: Deferred[NatsProtocol] = connected.addCallback(lambda _: proto.handshake)
+
+        def on_timeout(result: object, timeout: float) -> object:
+            # Called only when the timeout fired. Cancelling fails the dial with
+            # whatever its current step says (ConnectingCancelledError, or a
+            # DNSLookupError from the resolver): report a timeout, naming the step.
+            if isinstance(result, Failure):
+                phase = proto.phase
+                if phase == "TCP connect" and not _is_ip(server.host):
+                    phase = "name resolution or TCP connect"
+                err = ConnectError(f"connect to {server} timed out after {timeout}s ({phase})")
+                err.__cause__ = result.value
+                return Failure(err)
+            return result
+
+        d.addTimeout(opts.connect_timeout, self._clock, onTimeoutCancel=on_timeout)
+        return d
+
+    def connect_options(
+        self, info: dict[str, Any], server: Server | None = None
+    ) -> dict[str, Any]:
+        """The CONNECT fields for ``info``, the INFO of ``server`` (by default the server
+        being dialled), credentials included."""
+        opts = self._options
+        if server is None:
+            server = self._target
+        if opts.no_echo and int(info.get("proto", 0)) < 1:
+            raise ConnectError("server does not support no_echo")
+        headers = bool(info.get("headers", False))
+        out: dict[str, Any] = {
+            "verbose": opts.verbose,
+            "pedantic": opts.pedantic,
+            "tls_required": False,
+            "lang": "python-txnats",
+            "version": __version__,
+            "protocol": 1,
+            "echo": not opts.no_echo,
+            "headers": headers,
+            "no_responders": headers,
+        }
+        if opts.name:
+            out["name"] = opts.name
+        out.update(
+            self._credentials.connect_fields(
+                info,
+                url_user=server.user if server else None,
+                url_password=server.password if server else None,
+                url_token=server.token if server else None,
+            )
+        )
+        return out
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+class Retired:
+    """The handler of a connection the client moved away from (lame duck).
+
+    Its messages are still delivered and its errors reported until it closes; its
+    INFO, room and loss no longer concern the client.
+    """
+
+    def __init__(self, live: ConnectionHandler) -> None:
+        self._live = live
+
+    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+        raise ConnectError("a retired connection does not connect again")  # pragma: no cover
+
+    def msgs_received(self, msgs: list[Any]) -> None:
+        self._live.msgs_received(msgs)
+
+    def info_received(self, info: dict[str, Any]) -> None:
+        pass
+
+    def server_error(self, error: Any) -> None:
+        self._live.server_error(error)
+
+    def schedule(self, fn: Callable[..., object], *args: object) -> None:
+        self._live.schedule(fn, *args)
+
+    def read_started(self) -> None:
+        self._live.read_started()
+
+    def read_finished(self) -> None:
+        self._live.read_finished()
+
+    def outbound_drained(self) -> None:
+        pass
+
+    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
+        pass
