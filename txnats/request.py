@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall
@@ -36,6 +36,22 @@ if TYPE_CHECKING:
     from txnats.subscription import Subscription
 
 __all__ = ["RequestMux", "is_no_responders", "request_many"]
+
+#: The internals of the client and of the inbox subscription this module uses,
+#: declared by :class:`_MuxOwner` and :class:`_DropHooked`.
+HOUSE_PRIVATE_OK = {"_mux_ended", "_on_drop"}
+
+
+class _MuxOwner(Protocol):
+    """The client that owns a :class:`RequestMux` (told when its inbox ends)."""
+
+    def _mux_ended(self, mux: RequestMux) -> None: ...
+
+
+class _DropHooked(Protocol):
+    """A subscription that reports each message it drops (the inbox's pending limits)."""
+
+    _on_drop: Callable[[Msg], None] | None
 
 #: Pending limits of the shared inbox subscription: large, since every request's
 #: response passes through it.
@@ -80,7 +96,8 @@ class RequestMux:
             pending_msgs_limit=MUX_PENDING_MSGS,
             pending_bytes_limit=MUX_PENDING_BYTES,
         )
-        self.subscription._on_drop = self._on_drop
+        hooked: _DropHooked = self.subscription
+        hooked._on_drop = self._on_drop
         self.subscription.when_ended().addCallback(self._ended)
 
     def __len__(self) -> int:
@@ -92,7 +109,7 @@ class RequestMux:
         token = f"{self._next:x}"
         d: Deferred[Msg] = Deferred(lambda _: self._cancel(token))
         if timeout is not None:
-            clock = self._client._clock
+            clock = self._client.clock
             deadline = clock.seconds() + timeout
             if len(self._deadlines) > 1024 and len(self._deadlines) > 2 * len(self._pending):
                 self._compact()  # (a new list: read self._deadlines after this)
@@ -113,7 +130,7 @@ class RequestMux:
 
     def _expire_due(self) -> None:
         self._timer = None
-        clock = self._client._clock
+        clock = self._client.clock
         now = clock.seconds()
         deadlines = self._deadlines
         pending = self._pending
@@ -169,8 +186,9 @@ class RequestMux:
 
     def _ended(self, _: object) -> None:
         """The inbox subscription ended (refused by the server, or the client closed)."""
-        reason = self.subscription._end_reason
-        self._client._mux_ended(self)
+        reason = self.subscription.end_reason
+        owner: _MuxOwner = self._client
+        owner._mux_ended(self)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -191,6 +209,29 @@ class RequestMux:
                 self._client.schedule(p.deferred.errback, error)
 
 
+def _check_many(
+    subject: str,
+    data: bytes,
+    timeout: float,
+    stall: float | None,
+    max_msgs: int | None,
+    sentinel: Callable[[Msg], bool] | None,
+    headers: HeaderInput | None,
+) -> None:
+    """Check request_many()'s arguments before its inbox is made."""
+    check_timeout("timeout", timeout, allow_none=False)
+    check_timeout("stall", stall)
+    if max_msgs is not None:
+        check_count("max_msgs", max_msgs)
+    if sentinel is not None and not callable(sentinel):
+        raise InvalidArgumentTypeError(f"sentinel must be callable, not {type(sentinel).__name__}")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentTypeError(f"data must be bytes, not {type(data).__name__}")
+    publish_subject(subject)
+    if headers is not None:
+        encode_headers(headers)
+
+
 def request_many(
     client: Client,
     subject: str,
@@ -204,25 +245,13 @@ def request_many(
 ) -> Deferred[list[Msg]]:
     """:meth:`txnats.Client.request_many`: a fresh inbox per call, on the client's public API."""
     try:
-        check_timeout("timeout", timeout, allow_none=False)
-        check_timeout("stall", stall)
-        if max_msgs is not None:
-            check_count("max_msgs", max_msgs)
-        if sentinel is not None and not callable(sentinel):
-            raise InvalidArgumentTypeError(
-                f"sentinel must be callable, not {type(sentinel).__name__}"
-            )
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidArgumentTypeError(f"data must be bytes, not {type(data).__name__}")
-        publish_subject(subject)
-        if headers is not None:
-            encode_headers(headers)  # (checked now: the inbox is not made for nothing)
+        _check_many(subject, data, timeout, stall, max_msgs, sentinel, headers)
     except NatsError as e:
         return fail(e)
     results: list[Msg] = []
     done: Deferred[list[Msg]] = Deferred(lambda _: finish(None))
     timers: dict[str, IDelayedCall] = {}
-    clock = client._clock
+    clock = client.clock
     inbox = client.new_inbox()
 
     def finish(error: NatsError | None) -> None:

@@ -337,6 +337,13 @@ class Subscription:
 
     # ------------------------------------------------------------------ public API
     @property
+    def end_reason(self) -> NatsError | None:
+        """Why the subscription ended (None while it has not): a
+        :class:`SubscriptionClosedError` when it ended by itself (unsubscribed, drained,
+        ``max_msgs``), else the error that ended it (closed, refused by the server)."""
+        return self._end_reason
+
+    @property
     def is_active(self) -> bool:
         """True until the subscription has ended."""
         return self._state != _CLOSED

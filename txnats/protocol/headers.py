@@ -15,7 +15,7 @@ Lookups are case-sensitive, as in nats.go and the ADR.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Union
+from typing import Protocol, Union
 
 from txnats.errors import BadHeaderError, ProtocolError
 
@@ -62,6 +62,16 @@ def _check_value(name: str, value: str) -> None:
             value.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
             raise BadHeaderError(f"value of header {name!r} cannot be encoded") from None
+
+
+class _ItemList(Protocol):
+    """Another :class:`Headers`' pairs, read by this module's encoder and decoder."""
+
+    _items: list[tuple[str, str]]
+
+
+#: Read on other Headers objects here (copy, compare, encode), declared by _ItemList.
+HOUSE_PRIVATE_OK = {"_items"}
 
 
 class Headers(MutableMapping[str, str]):
