@@ -648,18 +648,7 @@ async def bench_req(
                 await request(subject, payload, timeout)
                 append(perf() - t0)
 
-        # The progress callback reads the start time from this list: a sink may call it
-        # as soon as begin() is given it (the terminal bar draws at once), before the
-        # clock below starts.
-        started = [perf()]
-        if progress is not None:
-            if duration is not None:
-                span = duration
-                progress.begin(
-                    "Requesting", span, lambda: min(span, max(0.0, perf() - started[0]))
-                )
-            else:
-                progress.begin("Requesting", msgs or 0, lambda: len(latencies))
+        started = _begin_requesting(progress, duration, msgs or 0, lambda: len(latencies))
         start = started[0] = perf()
         deadline[0] = start + (duration or 0.0)
         try:
@@ -679,13 +668,40 @@ async def bench_req(
     _rates(result, n, n * size * 2, elapsed)
     result["requests"] = n
     result["duration"] = duration
-    result["latency_us"] = {
-        "p50": round(percentile(latencies, 50) * 1e6, 1),
-        "p90": round(percentile(latencies, 90) * 1e6, 1),
-        "p99": round(percentile(latencies, 99) * 1e6, 1),
-        "max": round((latencies[-1] if latencies else 0.0) * 1e6, 1),
-    }
+    result["latency_us"] = _latency_us(latencies)
     return result
+
+
+def _begin_requesting(
+    progress: ProgressSink | None, duration: float | None, msgs: int, done: Callable[[], int]
+) -> list[float]:
+    """Start ``req``'s progress display; return the start time its callback reads.
+
+    The caller stores its clock's start in the list once the clock starts. A sink may
+    call the callback as soon as :meth:`ProgressSink.begin` is given it (the terminal
+    bar draws at once), so the list holds a time from the start.
+    """
+    started = [time.perf_counter()]
+    if progress is None:
+        return started
+    if duration is None:
+        progress.begin("Requesting", msgs, done)
+    else:
+        span = duration
+        perf = time.perf_counter
+        progress.begin("Requesting", span, lambda: min(span, max(0.0, perf() - started[0])))
+    return started
+
+
+def _latency_us(sorted_latencies: Sequence[float]) -> dict[str, float]:
+    """p50, p90, p99 and max of latencies in seconds (sorted), in microseconds."""
+    top = sorted_latencies[-1] if sorted_latencies else 0.0
+    return {
+        "p50": round(percentile(sorted_latencies, 50) * 1e6, 1),
+        "p90": round(percentile(sorted_latencies, 90) * 1e6, 1),
+        "p99": round(percentile(sorted_latencies, 99) * 1e6, 1),
+        "max": round(top * 1e6, 1),
+    }
 
 
 async def run_workload(
