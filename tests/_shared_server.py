@@ -1,43 +1,9 @@
-"""One ``nats-server`` for all the tests of a TestCase class.
+"""Moved to :mod:`tests.support.servers`.
 
-pytest (like the standard library's unittest) calls ``setUpClass`` and
-``tearDownClass``; trial does not (its ``TestSuite.run`` skips them). So under
-trial ``setUp`` starts the class's server on first use instead, and it is
-stopped when the test process exits.
+Only a re-export, for the modules that still import from here; once they import from
+:mod:`tests.support.servers`, delete this file.
 """
 
-from __future__ import annotations
-
-import atexit
-from typing import Any, ClassVar
-
-from txnats.testing import NatsServer
+from tests.support.servers import ServerPerClass
 
 __all__ = ["ServerPerClass"]
-
-
-class ServerPerClass:
-    """Mix in before ``TestCase``; the tests use ``self.server``."""
-
-    server: ClassVar[NatsServer | None] = None
-    #: Keyword arguments for :class:`NatsServer`.
-    server_options: ClassVar[dict[str, Any]] = {}
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        super().setUpClass()  # type: ignore[misc]
-        cls.server = NatsServer(**cls.server_options).start()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        server, cls.server = cls.__dict__.get("server"), None
-        if server is not None:
-            server.stop()
-        super().tearDownClass()  # type: ignore[misc]
-
-    def setUp(self) -> Any:
-        cls = type(self)
-        if cls.__dict__.get("server") is None:  # trial: no setUpClass
-            server = cls.server = NatsServer(**cls.server_options).start()
-            atexit.register(server.stop)
-        return super().setUp()  # type: ignore[misc]

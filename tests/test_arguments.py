@@ -12,7 +12,7 @@ client still works. Where zero (or -1) is legal it must be accepted.
 
 A table reports every failing row at once (see :meth:`ArgsMixin.each_row`), so one
 gap does not hide another. No sockets, no server, no wall clock: a
-``MemoryReactorClock`` and the fake server side of ``test_client_unit``.
+``MemoryReactorClock`` and the fake server side of :mod:`txnats.testing.fakes`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ from txnats.errors import (
     TimeoutError,
 )
 from txnats.protocol.events import Msg
+from txnats.testing import ServerSide
 
-from .test_client_unit import ClientTestMixin, ServerSide, endpoint, info_line, msg_frame
+from .support.clients import ClientTestMixin, endpoint
+from .support.wire import info_line, msg_frame
 
 # InvalidArgumentTypeError came with the up-front checks (24307e0). Looked up by name so
 # that this file also runs, row by row, against the code from before them (where every

@@ -10,7 +10,8 @@ from txnats import ClientState
 from txnats.connection import CLOSE_TIMEOUT
 from txnats.errors import ConnectionClosedError, PermissionViolationError
 
-from .test_client_unit import ClientTestMixin, msg_frame
+from .support.clients import ClientTestMixin
+from .support.wire import msg_frame
 
 
 class ReconnectKeepsWorkTests(ClientTestMixin, SynchronousTestCase):

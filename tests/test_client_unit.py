@@ -2,14 +2,13 @@
 
 The client dials through endpoint strings (``tcp:host=...:port=...``), which end in
 ``reactor.connectTCP``; ``MemoryReactorClock`` records each dial, and the test plays the
-server by building the protocol from the recorded factory and attaching a
-``StringTransport``. Time moves only with ``clock.advance``.
+server with :class:`txnats.testing.ServerSide` (through :mod:`tests.support.clients`).
+Time moves only with ``clock.advance``.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Generator
@@ -17,13 +16,11 @@ from random import Random
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred, fail, inlineCallbacks
-from twisted.internet.error import ConnectionDone, ConnectionRefusedError
-from twisted.internet.testing import MemoryReactorClock
+from twisted.internet.error import ConnectionRefusedError
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnats import Client, ClientState
-from txnats.client import Options
 from txnats.errors import (
     AuthorizationError,
     BadSubjectError,
@@ -44,121 +41,10 @@ from txnats.errors import (
 )
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import encode_headers
+from txnats.testing import ServerSide
 
-from .test_connection import CountingTransport
-
-INFO: dict[str, Any] = {
-    "server_id": "NTEST",
-    "version": "2.10.0",
-    "proto": 1,
-    "max_payload": 1048576,
-    "headers": True,
-}
-
-
-def endpoint(port: int = 4222) -> str:
-    return f"tcp:host=127.0.0.1:port={port}"
-
-
-def info_line(**fields: Any) -> bytes:
-    return b"INFO " + json.dumps({**INFO, **fields}).encode() + b"\r\n"
-
-
-def msg_frame(subject: str, sid: int, data: bytes = b"", reply: str | None = None) -> bytes:
-    rep = b"" if reply is None else reply.encode() + b" "
-    return b"MSG %s %d %s%d\r\n%s\r\n" % (subject.encode(), sid, rep, len(data), data)
-
-
-class ServerSide:
-    """The far end of one recorded dial: feeds bytes in, reads what the client wrote."""
-
-    def __init__(self, clock: MemoryReactorClock, index: int = -1) -> None:
-        self.host, self.port, self.factory, _, _ = clock.tcpClients[index]
-        self.connector = clock.connectors[index]
-        self.protocol = self.factory.buildProtocol(None)
-        self.transport = CountingTransport()
-        self.protocol.makeConnection(self.transport)
-        self.lost = False
-        self._answered = 0
-
-    def send(self, data: bytes) -> None:
-        self.protocol.dataReceived(data)
-
-    def lose(self) -> None:
-        if not self.lost:
-            self.lost = True
-            self.protocol.connectionLost(Failure(ConnectionDone()))
-
-    def reset(self) -> None:
-        self.transport.reset()
-        self._answered = 0
-
-    def answer_pings(self) -> int:
-        """PONG every PING the client wrote and that is not answered yet."""
-        n = self.transport.value().count(b"PING\r\n") - self._answered
-        if n and not self.lost:
-            self._answered += n
-            self.send(b"PONG\r\n" * n)
-        return n
-
-
-class ClientTestMixin:
-    clock: MemoryReactorClock
-    client: Client
-
-    def make_client(self, servers: list[str] | None = None, **opts: Any) -> Client:
-        self.clock = MemoryReactorClock()
-        opts.setdefault("no_randomize", True)
-        self.client = Client(self.clock, servers or [endpoint()], Options(**opts), rng=Random(1))
-        return self.client
-
-    def accept(self, index: int = -1, reset: bool = True, **info: Any) -> ServerSide:
-        """Complete the pending dial and the handshake; return the server side."""
-        server = ServerSide(self.clock, index)
-        server.send(info_line(**info))
-        server.send(b"PONG\r\n")
-        self.clock.advance(0)
-        if reset:
-            server.reset()
-        return server
-
-    def connected(self, **opts: Any) -> tuple[Client, ServerSide]:
-        info = opts.pop("info", {})
-        client = self.make_client(**opts)
-        d = client.start()
-        self.clock.advance(0)
-        server = self.accept(**info)
-        assert self.successResultOf(d) is client  # type: ignore[attr-defined]
-        return client, server
-
-    def fail_dials(self) -> list[tuple[float, int]]:
-        """Refuse every new dial until the client stops trying; return (time, port) of each."""
-        clock = self.clock
-        attempts: list[tuple[float, int]] = []
-        seen = len(clock.tcpClients)
-        for _ in range(10_000):
-            while seen < len(clock.tcpClients):
-                _, port, factory, _, _ = clock.tcpClients[seen]
-                attempts.append((clock.seconds(), port))
-                factory.clientConnectionFailed(
-                    clock.connectors[seen], Failure(ConnectionRefusedError())
-                )
-                seen += 1
-            calls = clock.getDelayedCalls()
-            if not calls:
-                break
-            clock.advance(max(0.0, min(c.getTime() for c in calls) - clock.seconds()))
-        return attempts
-
-    def pump(self, server: ServerSide | None, turns: int = 20) -> None:
-        """Play a cooperative server: answer PINGs, close when the client closes."""
-        for _ in range(turns):
-            self.clock.advance(0)
-            if server is None or server.lost:
-                continue
-            server.answer_pings()
-            if server.transport.disconnecting:
-                server.lose()
+from .support.clients import CLIENT_STATES, ClientTestMixin, endpoint
+from .support.wire import info_line, msg_frame
 
 
 class ConnectTests(ClientTestMixin, SynchronousTestCase):
@@ -909,49 +795,6 @@ class FlushTests(ClientTestMixin, SynchronousTestCase):
 class CloseDrainTests(ClientTestMixin, SynchronousTestCase):
     """close() and drain(), called twice, in every state the client can be in."""
 
-    def setup_state(self, state: str) -> tuple[ServerSide | None, Deferred[Client] | None]:
-        self.closed_calls: list[None] = []
-        client = self.make_client(
-            closed_cb=lambda: self.closed_calls.append(None),
-            reconnect_wait=1.0,
-            reconnect_jitter=0.0,
-        )
-        first: Deferred[Client] | None = client.start()
-        server: ServerSide | None = None
-        if state == "CONNECTING-scheduled":
-            pass
-        elif state == "CONNECTING-dialing":
-            self.clock.advance(0)
-        elif state == "CONNECTING-handshake":
-            self.clock.advance(0)
-            server = ServerSide(self.clock)
-            server.send(info_line())
-        else:
-            self.clock.advance(0)
-            server = self.accept()
-            assert first is not None
-            self.successResultOf(first)
-            first = None
-            client.subscribe("a", lambda m: None)
-            client.request("svc", b"", timeout=30.0).addErrback(lambda f: None)
-            self.clock.advance(0)
-            if state.startswith("RECONNECTING"):
-                server.lose()
-                self.assertEqual(client.state, ClientState.RECONNECTING)
-                server = None
-                if state != "RECONNECTING-waiting":
-                    self.clock.advance(1.0)
-                    self.assertEqual(len(self.clock.tcpClients), 2)
-                if state == "RECONNECTING-handshake":
-                    server = ServerSide(self.clock)
-                    server.send(info_line())
-            elif state == "CLOSED":
-                client.close()
-                self.pump(server)
-                self.assertEqual(client.state, ClientState.CLOSED)
-                self.closed_calls.clear()
-        return server, first
-
     def check(self, state: str, op: Callable[[Client], Deferred[None]]) -> None:
         server, first = self.setup_state(state)
         client = self.client
@@ -978,16 +821,7 @@ class CloseDrainTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
         self.assertEqual(self.closed_calls, expected)
 
-    STATES = [
-        "CONNECTING-scheduled",
-        "CONNECTING-dialing",
-        "CONNECTING-handshake",
-        "CONNECTED",
-        "RECONNECTING-waiting",
-        "RECONNECTING-dialing",
-        "RECONNECTING-handshake",
-        "CLOSED",
-    ]
+    STATES = CLIENT_STATES
 
     def test_close_every_state(self) -> None:
         """close() twice in every state: all Deferreds fire, no timers, closed_cb once."""

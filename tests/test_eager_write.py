@@ -11,9 +11,9 @@ from twisted.internet.ssl import optionsForClientTLS
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.test_connection import FakeHandler
 from txnats.connection import EAGER_WRITE_MAX, NatsProtocol
 from txnats.errors import ConnectError
+from txnats.testing import FakeHandler
 
 
 class EagerWriteTests(TestCase):

@@ -16,7 +16,7 @@ from pathlib import Path
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from tests._shared_server import ServerPerClass
+from tests.support.servers import ServerPerClass
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

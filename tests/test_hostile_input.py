@@ -48,8 +48,10 @@ from txnats.errors import (
 from txnats.protocol.events import OK, PING, PONG, Err, Info, Msg
 from txnats.protocol.headers import Headers, parse_headers
 from txnats.protocol.parser import DEFAULT_MAX_CONTROL_LINE, HARD_MAX_PAYLOAD, Parser
+from txnats.testing import FakeHandler
 
-from .test_connection import FakeHandler
+from .support import wire
+from .support.wire import info_line
 
 MAX_PAYLOAD = 1024 * 1024
 #: What NatsProtocol allows inbound after an INFO announcing MAX_PAYLOAD.
@@ -57,17 +59,8 @@ INBOUND_LIMIT = MAX_PAYLOAD + 64 * 1024
 LINE = DEFAULT_MAX_CONTROL_LINE
 CHUNK = 64 * 1024
 
-INFO: dict[str, Any] = {
-    "server_id": "NHOSTILE",
-    "version": "2.10.0",
-    "proto": 1,
-    "max_payload": MAX_PAYLOAD,
-    "headers": True,
-}
-
-
-def info_line(**fields: Any) -> bytes:
-    return b"INFO " + json.dumps({**INFO, **fields}).encode() + b"\r\n"
+#: The INFO of these tests (as bytes: ``info_line(INFO, ...)``).
+INFO: dict[str, Any] = {**wire.INFO, "server_id": "NHOSTILE", "max_payload": MAX_PAYLOAD}
 
 
 # ---------------------------------------------------------------------- event helpers
@@ -190,7 +183,7 @@ def _cases() -> list[Case]:
         ),
         C("split_between_cr_and_lf", [b"PING\r", b"\nPONG\r\n"], [P, PO]),
         C("split_payload_trailer", [b"MSG a 1 3\r\nabc\r", b"\n"], [M("a", 1, b"abc")]),
-        C("split_info_mid_json", [info_line()[:20], info_line()[20:]], [I()]),
+        C("split_info_mid_json", [info_line(INFO)[:20], info_line(INFO)[20:]], [I()]),
         C(
             "many_frames_one_chunk",
             [b"PING\r\nPONG\r\n+OK\r\n" + MSG1],
@@ -319,27 +312,27 @@ def _cases() -> list[Case]:
         C("info_number", [b"INFO 42\r\n"], error=True),
         C("info_string", [b'INFO "server"\r\n'], error=True),
         C("info_null", [b"INFO null\r\n"], error=True),
-        C("info_max_payload_string", [info_line(max_payload="1024")], error=True),
-        C("info_max_payload_bool", [info_line(max_payload=True)], error=True),
-        C("info_max_payload_negative", [info_line(max_payload=-1)], error=True),
-        C("info_max_payload_zero", [info_line(max_payload=0)], error=True),
-        C("info_max_payload_float", [info_line(max_payload=1.5)], error=True),
+        C("info_max_payload_string", [info_line(INFO, max_payload="1024")], error=True),
+        C("info_max_payload_bool", [info_line(INFO, max_payload=True)], error=True),
+        C("info_max_payload_negative", [info_line(INFO, max_payload=-1)], error=True),
+        C("info_max_payload_zero", [info_line(INFO, max_payload=0)], error=True),
+        C("info_max_payload_float", [info_line(INFO, max_payload=1.5)], error=True),
         C("info_max_payload_nan", [b'INFO {"max_payload": NaN}\r\n'], error=True),
         C(
             "info_max_payload_5000_digits",
             [b'INFO {"max_payload": 1' + b"0" * 5000 + b"}\r\n"],
             error=True,
         ),
-        C("info_connect_urls_string", [info_line(connect_urls="h:1")], error=True),
-        C("info_connect_urls_numbers", [info_line(connect_urls=[1, 2])], error=True),
-        C("info_tls_required_string", [info_line(tls_required="yes")], error=True),
-        C("info_port_string", [info_line(port="4222")], error=True),
-        C("info_nonce_number", [info_line(nonce=5)], error=True),
+        C("info_connect_urls_string", [info_line(INFO, connect_urls="h:1")], error=True),
+        C("info_connect_urls_numbers", [info_line(INFO, connect_urls=[1, 2])], error=True),
+        C("info_tls_required_string", [info_line(INFO, tls_required="yes")], error=True),
+        C("info_port_string", [info_line(INFO, port="4222")], error=True),
+        C("info_nonce_number", [info_line(INFO, nonce=5)], error=True),
         C("info_deeply_nested", [b"INFO " + b"[" * 30000 + b"]" * 30000 + b"\r\n"], error=True),
         C("info_not_utf8", [b'INFO {"server_id": "\xff\xfe"}\r\n'], error=True),
         C(
             "info_unknown_fields_ok",
-            [info_line(future_field={"x": [1]})],
+            [info_line(INFO, future_field={"x": [1]})],
             [I(future_field={"x": [1]})],
         ),
         # ---- non-UTF-8 subjects, replies and bytes
@@ -438,7 +431,7 @@ def make_protocol(
     transport = StringTransport()
     proto.makeConnection(transport)
     if handshake:
-        proto.dataReceived(info_line(max_payload=max_payload))
+        proto.dataReceived(info_line(INFO, max_payload=max_payload))
         proto.dataReceived(b"PONG\r\n")
         handler.run_scheduled()
         assert proto.ready and proto.handshake.called
@@ -633,7 +626,7 @@ VALID_FRAMES = [
         b"",
         b"$JS.FC.x",
     ),
-    info_line(connect_urls=["10.0.0.1:4222", "[::1]:4223"], ldm=False, nonce="abc"),
+    info_line(INFO, connect_urls=["10.0.0.1:4222", "[::1]:4223"], ldm=False, nonce="abc"),
     b'INFO {"max_payload":1024}\r\n',
 ]
 #: Tokens the mutator splices in: what is most likely to break a parser.
@@ -863,7 +856,7 @@ def connected_client() -> tuple[Client, StringTransport, MemoryReactorClock]:
     proto = factory.buildProtocol(None)
     transport = StringTransport()
     proto.makeConnection(transport)
-    proto.dataReceived(info_line())
+    proto.dataReceived(info_line(INFO))
     proto.dataReceived(b"PONG\r\n")
     clock.advance(0)
     assert client.is_connected and d.called

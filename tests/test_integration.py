@@ -5,21 +5,18 @@ Each TestCase class runs one server (from L{txnats.testing.NatsServer}); its tes
 their own clients and close them in a cleanup. Every wait is bounded: by a client
 timeout or by L{bounded}, never by sleeping.
 
-pytest calls C{setUpClass}/C{tearDownClass}; trial calls neither, so L{ServerTestCase}
-also starts the class's server lazily in C{setUp}, stopping the previous class's server
-then, and stops the last one when the process exits.
+pytest calls C{setUpClass}/C{tearDownClass}; trial calls neither, so the class's server
+is also started lazily in C{setUp}, the previous class's server stopped then, and the
+last one when the process exits (see C{tests.support.servers}).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import random
-import socket
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from twisted.internet import reactor as _reactor
 from twisted.internet.defer import (
     CancelledError,
     Deferred,
@@ -48,16 +45,11 @@ from txnats import (
 )
 from txnats.testing import NatsServer
 
-reactor: Any = _reactor
+from .support.files import free_port
+from .support.servers import ServerPerClass
+from .support.waits import WAIT, bounded, reactor
+
 T = TypeVar("T")
-
-#: The longest any single wait in these tests may take.
-WAIT = 5.0
-
-
-def bounded(d: Deferred[T], seconds: float = WAIT) -> Deferred[T]:
-    """C{d}, failing with C{twisted.internet.defer.TimeoutError} after C{seconds}."""
-    return d.addTimeout(seconds, reactor)
 
 
 def run(coro: Coroutine[Any, Any, T], seconds: float = WAIT) -> Deferred[T]:
@@ -76,14 +68,6 @@ def later(seconds: float, fn: Callable[[], object] | None = None) -> Deferred[No
 
     reactor.callLater(seconds, fire)
     return d
-
-
-def free_port() -> int:
-    """A loopback port where nothing listens (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def collect(sub: Subscription) -> list[Msg]:
@@ -121,47 +105,10 @@ class Counter:
         return [m.data for m in self.msgs]
 
 
-#: The running server of each TestCase class (at most one at a time).
-_servers: dict[type, NatsServer] = {}
+class ServerTestCase(ServerPerClass, unittest.TestCase):
+    """One nats-server per TestCase class (see L{ServerPerClass}); helpers to connect to it."""
 
-
-@atexit.register
-def _stop_servers() -> None:
-    """Stop the last class's server when trial exits (it never calls tearDownClass)."""
-    for server in _servers.values():
-        server.stop()
-    _servers.clear()
-
-
-class ServerTestCase(unittest.TestCase):
-    """One nats-server per TestCase class; helpers to connect to it."""
-
-    #: Configuration file text for this class's server, or None.
-    server_config: str | None = None
-
-    @classmethod
-    def _class_server(cls) -> NatsServer:
-        server = _servers.get(cls)
-        if server is None:
-            # Under trial (no tearDownClass) the previous class's tests are done by
-            # now: stop its server so that only one runs at a time.
-            for other in list(_servers):
-                _servers.pop(other).stop()
-            server = _servers[cls] = NatsServer(config=cls.server_config).start()
-        return server
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls._class_server()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        server = _servers.pop(cls, None)
-        if server is not None:
-            server.stop()
-
-    def setUp(self) -> None:
-        self.server = self._class_server()
+    server: NatsServer
 
     async def connect(self, url: str | None = None, **kwargs: Any) -> txnats.Client:
         """A connected client, closed when the test ends."""
@@ -990,7 +937,7 @@ class DrainTests(ServerTestCase):
 class MaxPayloadTests(ServerTestCase):
     """Publishing more than the server's max_payload is refused locally."""
 
-    server_config = "max_payload: 1024\n"
+    server_options = {"config": "max_payload: 1024\n"}
 
     async def test_max_payload_enforced_locally(self) -> None:
         """Over max_payload (headers counted) raises MaxPayloadError; nothing is sent."""
@@ -1142,7 +1089,7 @@ USER, PASSWORD, TOKEN = "alice", "pw-Secr3t", "s3cret-T0ken"
 class UserPasswordAuthTests(ServerTestCase):
     """A server that requires a user and password."""
 
-    server_config = f'authorization {{ user: {USER}, password: "{PASSWORD}" }}\n'
+    server_options = {"config": f'authorization {{ user: {USER}, password: "{PASSWORD}" }}\n'}
 
     def url(self, auth: str) -> str:
         return f"nats://{auth}@{self.server.host}:{self.server.port}"
@@ -1183,7 +1130,7 @@ class UserPasswordAuthTests(ServerTestCase):
 class TokenAuthTests(ServerTestCase):
     """A server that requires a token."""
 
-    server_config = f'authorization {{ token: "{TOKEN}" }}\n'
+    server_options = {"config": f'authorization {{ token: "{TOKEN}" }}\n'}
 
     def assert_redacted(self, nc: txnats.Client) -> None:
         for text in (nc.connected_url or "", repr(nc), *nc.servers):

@@ -33,8 +33,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
 import txnats
-from tests._shared_server import ServerPerClass
 from tests.interop_peer import payload
+from tests.support.servers import ServerPerClass
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT / "tests" / "interop_peer.py"

@@ -9,7 +9,6 @@ across the cluster.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import socket
@@ -21,6 +20,7 @@ from twisted.internet import defer, reactor
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
+from tests.support.servers import PerClass
 from txnats.testing import ClusterNode, NatsCluster, ServerStartError, _cluster
 
 #: Seconds any single wait in these tests may take.
@@ -133,43 +133,25 @@ def assertRefused(case: SynchronousTestCase, port: int) -> None:
     )
 
 
-class ClusterPerClass:
+class ClusterPerClass(PerClass):
     """
-    One L{NatsCluster} for all the tests of a TestCase class, healed before
-    each test. pytest calls C{setUpClass}/C{tearDownClass}; trial does not,
-    so under trial C{setUp} starts it on first use and it is stopped when
-    the process exits.
+    One L{NatsCluster} for all the tests of a TestCase class (see
+    C{tests.support.servers}), healed before each test that finds it running.
     """
 
+    fixture_name = "cluster"
     cluster: ClassVar[NatsCluster | None] = None
-    cluster_options: ClassVar[dict[str, Any]] = {}
 
     @classmethod
-    def setUpClass(cls) -> None:
-        super().setUpClass()  # type: ignore[misc]
-        cls.cluster = NatsCluster(**cls.cluster_options).start()
+    def start_fixture(cls) -> NatsCluster:
+        return NatsCluster().start()
 
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cluster, cls.cluster = cls.__dict__.get("cluster"), None
-        if cluster is not None:
-            cluster.stop()
-        super().tearDownClass()  # type: ignore[misc]
-
-    def setUp(self) -> Any:
-        cls = type(self)
-        cluster = cls.__dict__.get("cluster")
-        if cluster is None:
-            cluster = cls.cluster = NatsCluster(**cls.cluster_options).start()
-            atexit.register(cluster.stop)
-        else:
-            for node in cluster:
-                node.resume()
-                if not node.running:
-                    node.start()
-            cluster.wait_until_formed()
-        self.cluster = cluster
-        return super().setUp()  # type: ignore[misc]
+    def reuse_fixture(self, fixture: Any) -> None:
+        for node in fixture:
+            node.resume()
+            if not node.running:
+                node.start()
+        fixture.wait_until_formed()
 
     def client(self, node: ClusterNode, **kwargs: Any) -> RawClient:
         client = RawClient(node.port, **kwargs)

@@ -30,7 +30,8 @@ from zope.interface.verify import verifyObject
 
 import txnats
 import txnats.websocket
-from tests._helpers import WAIT, bounded, free_port, reactor, sleep, wait_until, write_file
+from tests.support.files import free_port, write_file
+from tests.support.waits import WAIT, bounded, reactor, sleep, wait_until
 from txnats import ConnectError, Msg, NoServersError, TLSError
 from txnats.servers import parse_server
 from txnats.testing import NatsServer, ServerStartError

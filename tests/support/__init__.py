@@ -1,0 +1,16 @@
+"""Helpers the test modules share, each defined once.
+
+- :mod:`tests.support.waits`: the reactor, bounded waits (``bounded``, ``wait_until``)
+  and reactor-timed pauses (``sleep``, ``turn``).
+- :mod:`tests.support.files`: temporary files and free ports.
+- :mod:`tests.support.servers`: one ``nats-server`` (or cluster) per TestCase class.
+- :mod:`tests.support.wire`: server frames (``INFO``, ``MSG``) as bytes.
+- :mod:`tests.support.clients`: a :class:`txnats.Client` on a ``MemoryReactorClock``,
+  played against :class:`txnats.testing.ServerSide` (``ClientTestMixin``).
+- :mod:`tests.support.events`: recorders of a client's callbacks and of logged failures.
+- :mod:`tests.support.figures`: the ``FIGURE`` lines and memory readings of the
+  resilience figures.
+
+The fakes themselves (``ServerSide``, ``FakeHandler``, ``CountingTransport``) are
+public, in :mod:`txnats.testing.fakes`.
+"""
