@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -21,11 +20,17 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from txnats.testing._server import NatsServer, ServerStartError
 
 __all__ = ["ClusterNode", "NatsCluster"]
+
+#: The node internals :class:`NatsCluster` drives, declared by :class:`_ManagedNode`.
+HOUSE_PRIVATE_OK = {
+    "_pause_briefly", "_check_alive", "_wait_for_routes", "_wait_for_connect_urls",
+    "_begin_stop", "_wait_stopped",
+}
 
 #: How many times L{NatsCluster.start} picks fresh ports when one was taken.
 _PORT_ATTEMPTS = 3
@@ -80,6 +85,10 @@ class _Deadline:
     def remaining(self) -> float:
         return self._end - time.monotonic()
 
+    def request_timeout(self) -> float:
+        """The timeout for one monitoring request: what is left, at most ``_HTTP_TIMEOUT``."""
+        return min(_HTTP_TIMEOUT, max(self.remaining(), 0.001))
+
     def check(self, detail: str) -> float:
         """
         @return: the seconds left.
@@ -120,6 +129,18 @@ def _parse_info(line: bytes) -> dict[str, Any] | None:
         return None
     info: dict[str, Any] = json.loads(line[len(b"INFO ") :])
     return info
+
+
+class _ManagedNode(Protocol):
+    """What a :class:`NatsCluster` calls on its nodes besides their public API: the
+    steps of waiting for the cluster to form, and of stopping every node at once."""
+
+    def _pause_briefly(self, seen: int, seconds: float) -> int: ...
+    def _check_alive(self) -> None: ...
+    def _wait_for_routes(self, peers: set[str], deadline: _Deadline) -> None: ...
+    def _wait_for_connect_urls(self, expected: set[str], deadline: _Deadline) -> None: ...
+    def _begin_stop(self) -> bool: ...
+    def _wait_stopped(self, timeout: float) -> bool: ...
 
 
 class ClusterNode(NatsServer):
@@ -292,7 +313,7 @@ class ClusterNode(NatsServer):
         while True:
             self._check_alive()
             try:
-                names = self.route_names(min(_HTTP_TIMEOUT, max(deadline.remaining(), 0.001)))
+                names = self.route_names(deadline.request_timeout())
             except (OSError, ValueError):
                 names = set()
             if peers <= names:
@@ -352,22 +373,26 @@ class ClusterNode(NatsServer):
                 elif complete(line):
                     return
 
-    def _jetstream_leader(self, deadline: _Deadline) -> str:
+    def jetstream_leader(self, timeout: float = _HTTP_TIMEOUT) -> str:
         """
-        The name of the JetStream meta leader this node knows, or C{""}.
+        The ``server_name`` of the JetStream meta leader this node knows (from
+        ``/jsz``), or ``""`` if it knows none.
+
+        :raises OSError: if the request fails or takes longer than ``timeout``.
+        :raises ValueError: if the answer is not JSON.
         """
-        try:
-            jsz = self.monitor("jsz", min(_HTTP_TIMEOUT, max(deadline.remaining(), 0.001)))
-        except (OSError, ValueError):
-            return ""
+        jsz = self.monitor("jsz", timeout)
         leader: str = (jsz.get("meta_cluster") or {}).get("leader") or ""
         return leader
 
-    def _has_interest(self, subject: str, timeout: float) -> bool:
+    def has_interest(self, subject: str, timeout: float = _HTTP_TIMEOUT) -> bool:
         """
-        Whether a message published to C{subject} on this node would go
-        anywhere: to a local subscriber (C{/subsz}) or over a route to a node
-        that told this one of a matching subscription (C{/routez}).
+        Whether a message published to ``subject`` on this node would go
+        anywhere: to a local subscriber (``/subsz``) or over a route to a node
+        that told this one of a matching subscription (``/routez``).
+
+        :raises OSError: if a request fails or takes longer than ``timeout``.
+        :raises ValueError: if an answer is not JSON.
         """
         subsz = self.monitor("subsz", timeout, subs=1, test=subject)
         if int(subsz.get("total", 0)) > 0:
@@ -379,6 +404,14 @@ class ClusterNode(NatsServer):
                 if _subject_matches(str(entry).split(" ", 1)[0], subject):
                     return True
         return False
+
+
+def _leader_or_nothing(node: ClusterNode, deadline: _Deadline) -> str:
+    """The JetStream meta leader ``node`` knows, or ``""`` if it does not say in time."""
+    try:
+        return node.jetstream_leader(deadline.request_timeout())
+    except (OSError, ValueError):
+        return ""
 
 
 def _subject_matches(pattern: str, subject: str) -> bool:
@@ -550,8 +583,7 @@ class NatsCluster:
             seen = len(node.log_lines)
             while True:
                 try:
-                    request_timeout = min(_HTTP_TIMEOUT, max(deadline.remaining(), 0.001))
-                    if node._has_interest(subject, request_timeout):
+                    if node.has_interest(subject, deadline.request_timeout()):
                         break
                 except (OSError, ValueError):
                     pass
@@ -566,21 +598,10 @@ class NatsCluster:
         """
         # Signal every node first so that they shut down in parallel; then
         # let NatsServer.stop wait for each (and SIGKILL a straggler).
-        stopping: list[tuple[ClusterNode, subprocess.Popen[bytes]]] = []
-        for node in self._nodes:
-            node.resume()
-            process = node._process
-            if process is not None and process.poll() is None:
-                try:
-                    process.send_signal(node._stop_signal())
-                except ProcessLookupError:  # pragma: no cover - exited meanwhile
-                    continue
-                stopping.append((node, process))
+        stopping: list[_ManagedNode] = [node for node in self._nodes if node._begin_stop()]
         end = time.monotonic() + timeout
-        for _node, process in stopping:
-            try:
-                process.wait(max(end - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired:
+        for node in stopping:
+            if not node._wait_stopped(max(end - time.monotonic(), 0.0)):
                 break  # node.stop below kills what is left
         for node in self._nodes:
             node.stop(max(end - time.monotonic(), 0.0))
@@ -636,7 +657,7 @@ class NatsCluster:
         watcher = live[0]
         seen = len(watcher.log_lines)
         while True:
-            leaders = {node.name: node._jetstream_leader(deadline) for node in live}
+            leaders = {node.name: _leader_or_nothing(node, deadline) for node in live}
             if len(set(leaders.values())) == 1 and set(leaders.values()) <= names:
                 return
             left = deadline.check(f"the nodes know these JetStream meta leaders: {leaders}")

@@ -14,7 +14,9 @@ It runs in the Twisted reactor given to it and imports no global reactor.
 
 from __future__ import annotations
 
+import typing
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +44,14 @@ from zope.interface import implementer
 __all__ = ["BLACKHOLE", "DROP", "PASS", "FaultProxy", "ProxiedConnection", "ProxyMode"]
 
 ModeName = Literal["pass", "drop", "blackhole", "delay"]
+
+#: What the proxy and its connections call on each other, declared by
+#: :class:`_ProxyHooks` and :class:`_ConnectionHooks`.
+HOUSE_PRIVATE_OK = {
+    "_clock", "_forget", "_take_cut_waiters",
+    "_connect", "_pause", "_resume",
+    "_from_client", "_client_lost", "_server_made", "_from_server", "_server_lost",
+}
 
 
 @dataclass(frozen=True)
@@ -107,16 +117,48 @@ class _AbortWhenFlushed:
         pass
 
 
+class _ProxyHooks(typing.Protocol):
+    """What a :class:`ProxiedConnection` calls on its :class:`FaultProxy` (not part of
+    the proxy's public API)."""
+
+    _clock: IReactorTime
+
+    @property
+    def mode(self) -> ProxyMode: ...
+    def _forget(self, connection: ProxiedConnection) -> None: ...
+    def _take_cut_waiters(self) -> list[defer.Deferred[ProxiedConnection]] | None: ...
+
+
+class _ConnectionHooks(typing.Protocol):
+    """What the :class:`FaultProxy` and the two Twisted protocols of a
+    :class:`ProxiedConnection` call on it (not part of its public API)."""
+
+    def _connect(self, endpoint: IStreamClientEndpoint) -> None: ...
+    def _pause(self) -> None: ...
+    def _resume(self) -> None: ...
+    def _from_client(self, data: bytes) -> None: ...
+    def _client_lost(self, reason: Failure) -> None: ...
+    def _server_made(self, transport: ITCPTransport) -> None: ...
+    def _from_server(self, data: bytes) -> None: ...
+    def _server_lost(self, reason: Failure) -> None: ...
+
+
 class _Pipe:
     """
     One direction of a proxied connection: bytes waiting to be written to
     one transport, delivered in order, each no earlier than its due time.
+
+    :param clock: what due times are measured and waited for with.
+    :param held: whether delivery is held back now (the proxy is a blackhole).
+    :param forwarded: called with the size of each chunk as it is delivered.
     """
 
-    def __init__(self, connection: ProxiedConnection, to_client: bool) -> None:
-        self._connection = connection
-        self._to_client = to_client
-        self._clock = connection._proxy._clock
+    def __init__(
+        self, clock: IReactorTime, held: Callable[[], bool], forwarded: Callable[[int], None]
+    ) -> None:
+        self._clock = clock
+        self._held = held
+        self._forwarded = forwarded
         self._transport: ITCPTransport | None = None
         #: (due time, bytes, cut the connection after writing them)
         self._queue: deque[tuple[float, bytes, bool]] = deque()
@@ -151,7 +193,7 @@ class _Pipe:
         """Deliver what is due; schedule a call for what is not yet."""
         self._cancel_call()
         transport = self._transport
-        if transport is None or self._done or self._connection._proxy.mode == BLACKHOLE:
+        if transport is None or self._done or self._held():
             return
         now = self._clock.seconds()
         while self._queue:
@@ -163,13 +205,13 @@ class _Pipe:
             if cut:
                 self._done = True
                 self._queue.clear()
-                self._connection._count_forwarded(self._to_client, len(data))
+                self._forwarded(len(data))
                 if data:
                     IConsumer(transport).registerProducer(_AbortWhenFlushed(transport, data), False)
                 else:
                     transport.abortConnection()
                 return
-            self._connection._count_forwarded(self._to_client, len(data))
+            self._forwarded(len(data))
             transport.write(data)
         if self._finishing:
             self._done = True
@@ -195,7 +237,7 @@ class ProxiedConnection:
     """
 
     def __init__(self, proxy: FaultProxy, number: int, client: ITCPTransport) -> None:
-        self._proxy = proxy
+        self._proxy: _ProxyHooks = proxy
         self.number = number
         self.bytes_from_client = 0
         self.bytes_to_server = 0
@@ -207,8 +249,9 @@ class ProxiedConnection:
         self._client: ITCPTransport | None = client
         self._server: ITCPTransport | None = None
         self._connecting: defer.Deferred[Any] | None = None
-        self._to_server = _Pipe(self, to_client=False)
-        self._to_client = _Pipe(self, to_client=True)
+        clock = self._proxy._clock
+        self._to_server = _Pipe(clock, self._blackholed, self._forwarded_to_server)
+        self._to_client = _Pipe(clock, self._blackholed, self._forwarded_to_client)
         self._to_client.attach(client)
         self._cut_waiters: list[defer.Deferred[ProxiedConnection]] = []
         self._close_waiters: list[defer.Deferred[None]] = []
@@ -347,11 +390,14 @@ class ProxiedConnection:
         self._to_server.flush()
         self._to_client.flush()
 
-    def _count_forwarded(self, to_client: bool, count: int) -> None:
-        if to_client:
-            self.bytes_to_client += count
-        else:
-            self.bytes_to_server += count
+    def _blackholed(self) -> bool:
+        return self._proxy.mode == BLACKHOLE
+
+    def _forwarded_to_server(self, count: int) -> None:
+        self.bytes_to_server += count
+
+    def _forwarded_to_client(self, count: int) -> None:
+        self.bytes_to_client += count
 
     def _maybe_closed(self) -> None:
         if self._closed or self._client is not None:
@@ -366,15 +412,20 @@ class ProxiedConnection:
 
 
 class _ClientSide(Protocol):
-    """A connection from a client to the proxy."""
+    """
+    A connection from a client to the proxy.
 
-    def __init__(self, proxy: FaultProxy) -> None:
-        self._proxy = proxy
-        self._connection: ProxiedConnection | None = None
+    :param accept: makes the proxied connection for a new client transport, or
+        returns ``None`` when it refuses the client.
+    """
+
+    def __init__(self, accept: Callable[[ITCPTransport], ProxiedConnection | None]) -> None:
+        self._accept = accept
+        self._connection: _ConnectionHooks | None = None
 
     def connectionMade(self) -> None:
         transport = ITCPTransport(self.transport)
-        self._connection = self._proxy._accept(transport)
+        self._connection = self._accept(transport)
 
     def dataReceived(self, data: bytes) -> None:
         if self._connection is not None:
@@ -388,7 +439,7 @@ class _ClientSide(Protocol):
 class _ServerSide(Protocol):
     """The proxy's connection to the target for one client."""
 
-    def __init__(self, connection: ProxiedConnection) -> None:
+    def __init__(self, connection: _ConnectionHooks) -> None:
         self._connection = connection
 
     def connectionMade(self) -> None:
@@ -402,17 +453,19 @@ class _ServerSide(Protocol):
 
 
 class _ProxyFactory(ServerFactory):
-    def __init__(self, proxy: FaultProxy) -> None:
-        self._proxy = proxy
+    """Builds a :class:`_ClientSide` for each client, which reports to ``accept``."""
+
+    def __init__(self, accept: Callable[[ITCPTransport], ProxiedConnection | None]) -> None:
+        self._accept = accept
 
     def buildProtocol(self, addr: IAddress | None) -> _ClientSide:
-        return _ClientSide(self._proxy)
+        return _ClientSide(self._accept)
 
 
 class _ServerSideFactory(Factory[_ServerSide]):
     """Builds the one protocol for the proxy's connection to the target."""
 
-    def __init__(self, connection: ProxiedConnection) -> None:
+    def __init__(self, connection: _ConnectionHooks) -> None:
         self._connection = connection
 
     def buildProtocol(self, addr: IAddress | None) -> _ServerSide:
@@ -481,7 +534,7 @@ class FaultProxy:
         if self._listening is not None:
             raise RuntimeError(f"{self!r} is already listening")
         self._listening = self._reactor.listenTCP(
-            0, _ProxyFactory(self), interface=self._listen_host
+            0, _ProxyFactory(self._accept), interface=self._listen_host
         )
         address = self._listening.getHost()
         assert isinstance(address, IPv4Address | IPv6Address)
