@@ -319,7 +319,7 @@ class TokenTests(AuthTestCase):
         nc.force_reconnect()
         await bounded(closed, 10.0)
         self.assertEqual(nc.state, ClientState.CLOSED)
-        self.assertIsInstance(nc._last_error, AuthorizationError)
+        self.assertIsInstance(nc._connector.last_error, AuthorizationError)
         # One good connect, then the same refusal twice removes the server.
         self.assertLessEqual(len(calls), 4)
 

@@ -14,6 +14,7 @@ from twisted.internet.error import ConnectionRefusedError, DNSLookupError
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from txnats import _connector
 from txnats.errors import (
     BadHeaderError,
     ConnectError,
@@ -22,7 +23,6 @@ from txnats.errors import (
     NoServersError,
 )
 from txnats.protocol.events import Msg
-from txnats.servers import Server
 
 from .test_client_unit import ClientTestMixin, ServerSide, info_line, msg_frame
 
@@ -277,7 +277,7 @@ class ErrorsSayWhatHappenedTests(ClientTestMixin, SynchronousTestCase):
                 dials.append(d)
                 return d
 
-        self.patch(Server, "endpoint", lambda *a, **k: Resolving())
+        self.patch(_connector, "server_endpoint", lambda *a, **k: Resolving())
         client = self.make_client(["nats://nats.example:4222"], connect_timeout=0.25)
         d = client.start()
         self.clock.advance(0)

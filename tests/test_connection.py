@@ -343,8 +343,9 @@ class ConnectOptionsTests(SynchronousTestCase):
         **opts: Any,
     ) -> dict[str, Any]:
         client = Client(reactor=MemoryReactorClock(), servers=servers, options=Options(**opts))
-        client._attempt_server = client._pool.servers[0]
-        return client.connect_options(dict(INFO if info is None else info))
+        connector = client._connector
+        server = connector.pool.servers[0]
+        return connector.connect_options(dict(INFO if info is None else info), server)
 
     def test_defaults(self) -> None:
         """By default: protocol 1, echo on, verbose/pedantic off, no credentials."""
@@ -404,8 +405,8 @@ class ConnectOptionsTests(SynchronousTestCase):
         """The protocol sends the client's options verbatim as CONNECT JSON."""
         clock = MemoryReactorClock()
         client = Client(clock, "nats://u:p@127.0.0.1:4222", Options(name="n", no_echo=True))
-        client._attempt_server = client._pool.servers[0]
-        proto = NatsProtocol(client, clock)
+        client._connector._target = client._connector.pool.servers[0]
+        proto = NatsProtocol(client._link, clock)
         transport = CountingTransport()
         proto.makeConnection(transport)
         proto.dataReceived(info_line(headers=False))

@@ -1018,8 +1018,8 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
                     else:
                         self.assertTrue(proto.lost, (state, op, i))
                 self.assertIsNone(client._proto)
-                self.assertIsNone(client._attempt_call)
-                self.assertIsNone(client._attempt_d)
+                self.assertIsNone(client._connector._call)
+                self.assertIsNone(client._connector._dialling)
                 self.assertEqual(self.clock.getDelayedCalls(), [], (state, op))
                 self.assertTrue(client.is_closed)
                 checked += 1

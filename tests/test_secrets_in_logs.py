@@ -98,9 +98,9 @@ class SecretsInLogsTests(unittest.TestCase):
         self.see(f"{label}: servers", nc.servers)
         self.see(f"{label}: discovered_servers", nc.discovered_servers)
         self.see(f"{label}: options", repr(nc.options))
-        self.see(f"{label}: credentials", repr(nc._credentials))
-        self.see(f"{label}: pool", [repr(s) for s in nc._pool.servers])
-        self.see(f"{label}: str(pool)", [str(s) for s in nc._pool.servers])
+        self.see(f"{label}: credentials", repr(nc._connector._credentials))
+        self.see(f"{label}: pool", [repr(s) for s in nc._connector.pool.servers])
+        self.see(f"{label}: str(pool)", [str(s) for s in nc._connector.pool.servers])
 
     def see_error(self, label: str, err: BaseException) -> None:
         self.see(f"{label}: str(error)", str(err))
@@ -241,8 +241,8 @@ class SecretsInLogsTests(unittest.TestCase):
         )
         nc.force_reconnect()
         await bounded(closed, 10.0)
-        self.assertIsInstance(nc._last_error, AuthorizationError)
-        self.see_error("revoked token", nc._last_error)
+        self.assertIsInstance(nc._connector.last_error, AuthorizationError)
+        self.see_error("revoked token", nc._connector.last_error)
         self.see_client(nc, "revoked token")
 
         # The capture worked: many events, debug ones among them, signatures recorded.

@@ -19,7 +19,7 @@ from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.logger import LogLevel, capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from txnats import Client, connect
+from txnats import Client, _connector, connect
 from txnats.servers import MAX_DISCOVERED, Server, ServerPool, parse_server, parse_servers
 from txnats.testing import NatsCluster
 
@@ -364,14 +364,14 @@ class RealClusterFailoverTests(TestCase):
         self.cluster = NatsCluster(7).start()
         self.addCleanup(self.cluster.stop)
         self.dialled: list[str] = []
-        real = Server.endpoint
+        real = _connector.server_endpoint
         dialled = self.dialled
 
         def recording(server: Server, *args: Any, **kwargs: Any) -> IStreamClientEndpoint:
             dialled.append(server.hostport)
             return real(server, *args, **kwargs)
 
-        self.patch(Server, "endpoint", recording)
+        self.patch(_connector, "server_endpoint", recording)
 
     async def connected(self, events: ClientEvents) -> Client:
         nc = await bounded(
@@ -395,7 +395,7 @@ class RealClusterFailoverTests(TestCase):
             by_hostport: dict[str, Any] = {n.client_address: n for n in self.cluster}
             # The survivor is the discovered server dialled last, so that keeping the
             # forgotten ones would put every one of them before it.
-            order = [s.hostport for s in nc._pool.servers if s.discovered]
+            order = [s.hostport for s in nc._connector.pool.servers if s.discovered]
             survivor = by_hostport[order[-1]]
             dead = [by_hostport[h] for h in order[:-1]]
             self.assertEqual(len(dead), 5)

@@ -387,7 +387,7 @@ class DiscoveredHostnameTests(TLSTestCase):
             reconnected_cb=lambda: reconnected.append(True),
         )
         await wait_until(lambda: any(b_hostport in s for s in nc.discovered_servers))
-        discovered = [s for s in nc._pool.servers if s.hostport == b_hostport]
+        discovered = [s for s in nc._connector.pool.servers if s.hostport == b_hostport]
         self.assertEqual(discovered[0].tls_hostname, "localhost")
         node_a.stop()
         await wait_until(lambda: bool(reconnected) and nc.is_connected, 10.0)
