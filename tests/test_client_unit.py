@@ -21,6 +21,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnats import Client, ClientState
+from txnats._lameduck import LINGER
 from txnats.errors import (
     AuthorizationError,
     BadSubjectError,
@@ -1107,8 +1108,9 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
     def test_lame_duck_reconnects_elsewhere(self) -> None:
         """INFO with ldm: lame_duck_cb, then a move with no gap: the next server is
         dialled and subscribed (confirmed by PONG) while the old connection still
-        works; then publishes switch, the old one unsubscribes, answers a last PING
-        and is closed. A reply arriving on the old connection meanwhile is delivered."""
+        works; then publishes switch, the old one unsubscribes all but its inboxes,
+        LINGER seconds later those too, answers a last PING and is closed. A reply
+        arriving on the old connection meanwhile is delivered."""
         calls: list[str] = []
         client = self.make_client(
             [endpoint(4222), endpoint(4223)],
@@ -1149,21 +1151,28 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(calls, ["ldm", "reconnected"])
         self.assertEqual(client.connected_url, endpoint(4223))
         self.assertTrue(client.is_connected)
-        # The old connection unsubscribes everything and asks a last PING...
+        # The old connection unsubscribes everything but the inbox at once...
         tail = old.transport.value()
+        inbox = next(s for s in client.subscriptions if s.subject.startswith("_INBOX"))
         self.assertIn(b"UNSUB 1\r\n", tail)
-        self.assertTrue(tail.endswith(b"PING\r\n"))
+        self.assertNotIn(b"UNSUB %d\r\n" % inbox.sid, tail)
+        self.assertNotIn(b"PING", tail)
         self.assertFalse(old.transport.disconnecting)
         client.publish("a", b"after")
         self.clock.advance(0)
         self.assertIn(b"PUB a 5\r\nafter", new.transport.value())
         self.assertNotIn(b"after", old.transport.value())
-        # ...and what it still delivers counts: the reply to the earlier request.
-        inbox = next(s for s in client.subscriptions if s.subject.startswith("_INBOX"))
+        # ...what it still delivers counts: the reply to the earlier request...
         reply_to = inbox.subject[:-1] + "1"  # the first request's token
         old.send(b"MSG %s %d 2\r\nok\r\n" % (reply_to.encode(), inbox.sid))
         self.clock.advance(0)
         self.assertEqual(self.successResultOf(reply).data, b"ok")
+        # ...and LINGER seconds later the inbox goes too, with a last PING.
+        self.clock.advance(LINGER)
+        tail = old.transport.value()
+        self.assertIn(b"UNSUB %d\r\n" % inbox.sid, tail)
+        self.assertTrue(tail.endswith(b"PING\r\n"))
+        self.assertFalse(old.transport.disconnecting)
         old.send(b"PONG\r\n")
         self.clock.advance(0)
         self.assertTrue(old.transport.disconnecting)

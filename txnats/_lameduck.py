@@ -2,20 +2,23 @@
 
 The next server is dialled while the old connection keeps working. Once the new one is
 up, every subscription is made on it and confirmed (PONG); then the client takes it
-over (publishes switch to it), the old connection unsubscribes everything, and it is
-closed once its server has answered a last PING. Until then, whatever the old server
-sends (replies to requests made before the switch among it) is still delivered: pending
-requests and flushes complete where they were sent. In the instant both connections are
-subscribed a message may arrive on both (a plain subscription sees it twice; requests
-take the first reply); none is lost. If the new server cannot be reached, the client
-reconnects as after a loss.
+over (publishes switch to it) and the old connection unsubscribes everything but the
+inboxes (subjects under the inbox prefix: replies, acknowledgements). Those it keeps for
+:data:`LINGER` seconds more: a reply may still be routed to the old server, by one that
+sent it before it learned of the new subscription; then they go too, and the old
+connection is closed once its server has answered a last PING. Until then, whatever the
+old server sends is still delivered: pending requests and flushes complete where they
+were sent. In the instant both connections are subscribed a message may arrive on both
+(a plain subscription sees it twice; a request takes the first reply); none is lost. If
+the new server cannot be reached, the client reconnects as after a loss.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -25,7 +28,12 @@ from txnats.connection import ConnectionHandler, NatsProtocol
 from txnats.protocol.commands import encode_unsub
 from txnats.servers import Server
 
-__all__ = ["Mover"]
+__all__ = ["LINGER", "Mover"]
+
+#: Seconds the old connection keeps its inbox subscriptions after a move. Servers learn
+#: of the new subscriptions over their routes within milliseconds; nats-server keeps a
+#: lame-duck server's clients for its grace period (10 s by default) before closing them.
+LINGER = 1.0
 
 log = Logger()
 
@@ -41,6 +49,8 @@ class Mover:
         current: Callable[[], NatsProtocol | None],
         take_over: Callable[[NatsProtocol, Server], None],
         fall_back: Callable[[], None],
+        clock: IReactorTime,
+        inbox_prefix: str,
     ) -> None:
         self._connector = connector
         self._subs = subs
@@ -51,7 +61,11 @@ class Mover:
         self._take_over = take_over
         #: The move failed: reconnect as after a loss.
         self._fall_back = fall_back
+        self._clock = clock
+        self._inboxes = inbox_prefix + "."
         self._dialling: Deferred[NatsProtocol] | None = None
+        # Old connections keeping their inboxes for LINGER seconds, and their timers.
+        self._lingering: dict[NatsProtocol, IDelayedCall] = {}
 
     @property
     def moving(self) -> bool:
@@ -73,6 +87,14 @@ class Mover:
         if self._dialling is not None:
             d, self._dialling = self._dialling, None
             d.cancel()
+
+    def close(self) -> None:
+        """The client closes: drop a move under way and close the old connections now."""
+        self.cancel()
+        for old, call in list(self._lingering.items()):
+            if call.active():
+                call.cancel()
+            self._retire(old)
 
     def _up(self, new: NatsProtocol, server: Server) -> None:
         old = self._current()
@@ -104,10 +126,24 @@ class Mover:
             new.abort()
             return
         old.handler = Retired(self._live)
-        for sid in self._subs.by_sid:
-            old.write(encode_unsub(sid))
-        old.ping().addBoth(lambda _: old.close())
+        kept = []
+        for sid, sub in self._subs.by_sid.items():
+            if sub.subject.startswith(self._inboxes):
+                kept.append(sid)
+            else:
+                old.write(encode_unsub(sid))
         # Behind what was published to it. (Now, not at the end of this turn: the
         # client flushes only its current connection then.)
         old.flush_now()
+        self._lingering[old] = self._clock.callLater(LINGER, self._retire, old, kept)
         self._take_over(new, server)
+
+    def _retire(self, old: NatsProtocol, kept: Sequence[int] = ()) -> None:
+        """The old connection's last inboxes go; it closes after its last PONG."""
+        self._lingering.pop(old, None)
+        if old.lost:
+            return
+        for sid in kept:
+            old.write(encode_unsub(sid))
+        old.ping().addBoth(lambda _: old.close())
+        old.flush_now()

@@ -135,7 +135,7 @@ class Client(Publisher):
         self._lame_duck_seen = False
         self._mover = Mover(
             self._connector, self._subs, self._link, self._moving_from, self._take_over,
-            self.force_reconnect,
+            self.force_reconnect, clock, opts.inbox_prefix,
         )
         self._shutdown_trigger: object = None
         self._started = False
@@ -699,7 +699,7 @@ class Client(Publisher):
         if self._state == _S.CLOSED:
             return
         self._set_state(_S.CLOSED)
-        self._mover.cancel()
+        self._mover.close()
         self._connector.cancel()
         closed = ConnectionClosedError("client closed" + (f": {reason}" if reason else ""))
         if self._first_connect is not None:
