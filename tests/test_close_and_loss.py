@@ -23,8 +23,10 @@ from txnats.errors import (
     NoServersError,
 )
 from txnats.protocol.events import Msg
+from txnats.testing import ServerSide
 
-from .test_client_unit import ClientTestMixin, ServerSide, info_line, msg_frame
+from .support.clients import ClientTestMixin
+from .support.wire import info_line, msg_frame
 
 
 class NoHandlerAfterCloseTests(ClientTestMixin, SynchronousTestCase):

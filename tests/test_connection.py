@@ -1,19 +1,18 @@
 """Unit tests for :class:`txnats.connection.NatsProtocol` and :func:`classify_error`.
 
-No sockets, no sleeps: the protocol talks to a ``StringTransport`` and a fake
-connection handler, and time moves only with ``clock.advance``.
+No sockets, no sleeps: the protocol talks to a ``CountingTransport`` and a
+``FakeHandler`` (:mod:`txnats.testing.fakes`), and time moves only with ``clock.advance``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from random import Random
 from typing import Any
 
 from twisted.internet.defer import CancelledError
 from twisted.internet.error import ConnectionDone
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -23,92 +22,14 @@ from txnats.errors import (
     AuthorizationError,
     ConnectError,
     ConnectionClosedError,
-    NatsError,
     PermissionViolationError,
     ProtocolError,
     ServerError,
     StaleConnectionError,
 )
-from txnats.protocol.events import Msg
+from txnats.testing import CountingTransport, FakeHandler
 
-INFO: dict[str, Any] = {
-    "server_id": "NTEST",
-    "version": "2.10.0",
-    "proto": 1,
-    "max_payload": 1048576,
-    "headers": True,
-}
-
-
-def info_line(**fields: Any) -> bytes:
-    return b"INFO " + json.dumps({**INFO, **fields}).encode() + b"\r\n"
-
-
-class CountingTransport(StringTransport):
-    """A StringTransport that remembers each ``write`` call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-        super().write(data)
-
-    def reset(self) -> None:
-        self.clear()
-        self.writes = []
-
-
-class FakeHandler:
-    """Records what a NatsProtocol reports; scheduled calls run only when asked."""
-
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        self.options = options if options is not None else {"verbose": False, "protocol": 1}
-        self.infos: list[dict[str, Any]] = []
-        self.msgs: list[Msg] = []
-        self.updates: list[dict[str, Any]] = []
-        self.errors: list[ServerError] = []
-        self.lost: list[tuple[NatsProtocol, NatsError]] = []
-        self.drained = 0
-        self.scheduled: list[tuple[Callable[..., object], tuple[object, ...]]] = []
-
-    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
-        self.infos.append(info)
-        return dict(self.options)
-
-    def msgs_received(self, msgs: list[Msg]) -> None:
-        self.msgs.extend(msgs)
-
-    def info_received(self, info: dict[str, Any]) -> None:
-        self.updates.append(info)
-
-    def server_error(self, error: ServerError) -> None:
-        self.errors.append(error)
-
-    def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        self.scheduled.append((fn, args))
-
-    def read_started(self) -> None:
-        pass
-
-    def read_finished(self) -> None:
-        pass
-
-    def outbound_drained(self) -> None:
-        self.drained += 1
-
-    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
-        self.lost.append((proto, reason))
-
-    def run_scheduled(self) -> int:
-        """Run every scheduled call (and those they schedule); return how many ran."""
-        n = 0
-        while self.scheduled:
-            fn, args = self.scheduled.pop(0)
-            fn(*args)
-            n += 1
-        return n
+from .support.wire import INFO, info_line
 
 
 class ProtocolTestMixin:

@@ -30,19 +30,10 @@ from txnats import (
 )
 from txnats.testing import FaultProxy, NatsCluster, NatsServer
 
-from . import test_client_unit as unit
-from ._resilience_helpers import (
-    ClientEvents,
-    FailureLog,
-    bounded,
-    figure,
-    reactor,
-    rss_bytes,
-    sleep,
-    turn,
-    wait_until,
-)
-from .test_client_unit import ClientTestMixin, endpoint
+from .support.clients import CLIENT_STATES, ClientTestMixin, endpoint
+from .support.events import ClientEvents, FailureLog
+from .support.figures import figure, rss_bytes
+from .support.waits import bounded, reactor, sleep, turn, wait_until
 
 
 def runs(seqs: list[int]) -> list[tuple[int, int]]:
@@ -929,23 +920,6 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
             self.clock.advance(0)
         figure(6, check="stale_detection", cases=len(cases), exact=True, first_retry="other_server")
 
-    def run_dials(self, refuse: bool) -> list[tuple[float, int]]:
-        """Let every new dial fail (refused at once, or never answered) until the client stops."""
-        if refuse:
-            return self.fail_dials()
-        clock = self.clock
-        dials: list[tuple[float, int]] = []
-        seen = len(clock.tcpClients)
-        for _ in range(10_000):
-            while seen < len(clock.tcpClients):
-                dials.append((clock.seconds(), clock.tcpClients[seen][1]))
-                seen += 1
-            calls = clock.getDelayedCalls()
-            if not calls:
-                break
-            clock.advance(max(0.0, min(c.getTime() for c in calls) - clock.seconds()))
-        return dials
-
     def test_reconnect_schedule_exact_dials_and_close_time(self) -> None:
         """3 dead servers x 5 attempts after a loss: 15 dials at exact times, closed at the last."""
         results = {}
@@ -962,7 +936,7 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
             )
             self.clock.advance(10.0)
             server.lose()
-            dials = self.run_dials(refuse)
+            dials = self.fail_dials(refuse)
             self.assertEqual(len(dials), 15)
             self.assertEqual(Counter(port for _, port in dials), {4222: 5, 4223: 5, 4224: 5})
             # The lost server goes last; each server again no sooner than reconnect_wait
@@ -992,9 +966,9 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
     def test_close_and_drain_leave_nothing_behind_in_any_state(self) -> None:
         """close()/drain() twice in any state: pending ops fire; no dial, transport, timer left."""
         checked = 0
-        for state in unit.CloseDrainTests.STATES:
+        for state in CLIENT_STATES:
             for op in (Client.close, Client.drain):
-                server, first = unit.CloseDrainTests.setup_state(self, state)  # type: ignore[arg-type]
+                server, first = self.setup_state(state)
                 client = self.client
                 pending = []
                 if state != "CLOSED":
@@ -1026,7 +1000,7 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
         figure(
             6,
             check="close_drain_every_state",
-            states=len(unit.CloseDrainTests.STATES),
+            states=len(CLIENT_STATES),
             ops=2,
             calls_each=2,
             cases=checked,

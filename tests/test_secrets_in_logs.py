@@ -14,40 +14,24 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-from collections.abc import Callable
 from typing import Any
 
-from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial import unittest
 
 import txnats
-from tests.test_auth import KeyPair, Operator, creds_text, temp_file
+from tests.support.credentials import KeyPair, Operator, creds_text
+from tests.support.files import temp_file
+from tests.support.waits import WAIT, bounded, reactor, wait_until
 from txnats import AuthorizationError, ConnectError, auth
 from txnats.testing import NatsServer
-
-reactor: Any = _reactor
-WAIT = 5.0
 
 PASSWORD = "pw/Alice+9f3c@1e%z"  # characters that need percent-encoding in a URL
 USER = "alice"
 TOKEN = "tok-77f0c1d2e3b4"
 WRONG_PASSWORD = "wrong-pw-5e6f"
 WRONG_TOKEN = "wrong-tok-8a9b"
-
-
-def bounded(d: Deferred[Any], seconds: float = WAIT) -> Deferred[Any]:
-    return d.addTimeout(seconds, reactor)
-
-
-async def wait_until(pred: Callable[[], bool], seconds: float = WAIT) -> None:
-    deadline = reactor.seconds() + seconds
-    while not pred():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"condition not met within {seconds}s")
-        await deferLater(reactor, 0.02, lambda: None)
 
 
 def url_forms(secret: str) -> list[str]:
@@ -126,7 +110,9 @@ class SecretsInLogsTests(unittest.TestCase):
             self.assertEqual(reply.data, b"hi")
             before.append(nc.stats.reconnects)
             nc.force_reconnect()
-            await wait_until(lambda: nc.stats.reconnects > before[0] and nc.is_connected)
+            await wait_until(
+                lambda: nc.stats.reconnects > before[0] and nc.is_connected, interval=0.02
+            )
             self.see_client(nc, label + " after reconnect")
             sub.unsubscribe()
         finally:

@@ -21,10 +21,12 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txnats import Client, _connector, connect
 from txnats.servers import MAX_DISCOVERED, Server, ServerPool, parse_server, parse_servers
-from txnats.testing import NatsCluster
+from txnats.testing import NatsCluster, ServerSide
 
-from ._resilience_helpers import ClientEvents, bounded, reactor, wait_until
-from .test_client_unit import ClientTestMixin, ServerSide, endpoint, info_line
+from .support.clients import ClientTestMixin, endpoint
+from .support.events import ClientEvents
+from .support.waits import bounded, reactor, wait_until
+from .support.wire import info_line
 
 DEAD = [f"127.0.0.1:{port}" for port in range(5001, 5006)]
 LIVE = "127.0.0.1:4223"

@@ -26,16 +26,8 @@ import trustme
 from twisted.trial import unittest
 
 import txnats
-from tests._helpers import (
-    WAIT,
-    bounded,
-    free_port,
-    reactor,
-    sleep,
-    temp_file,
-    wait_until,
-    write_file,
-)
+from tests.support.files import free_port, temp_file, write_file
+from tests.support.waits import WAIT, bounded, reactor, sleep, wait_until
 from txnats import ConnectError, TLSError
 from txnats.servers import ServerPool, parse_server
 from txnats.testing import FaultProxy, NatsServer

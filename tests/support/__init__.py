@@ -10,6 +10,7 @@
 - :mod:`tests.support.events`: recorders of a client's callbacks and of logged failures.
 - :mod:`tests.support.figures`: the ``FIGURE`` lines and memory readings of the
   resilience figures.
+- :mod:`tests.support.peers`: a nats-py peer process for the interop tests.
 
 The fakes themselves (``ServerSide``, ``FakeHandler``, ``CountingTransport``) are
 public, in :mod:`txnats.testing.fakes`.
