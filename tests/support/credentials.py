@@ -17,7 +17,15 @@ from typing import Any
 
 import nkeys  # in the test extra: NKEY and JWT auth are tested, never skipped
 
-__all__ = ["KeyPair", "Operator", "account_jwt", "creds_text", "encode_jwt", "user_jwt"]
+__all__ = [
+    "KeyPair",
+    "Operator",
+    "account_jwt",
+    "creds_text",
+    "encode_jwt",
+    "issue_jwt",
+    "user_jwt",
+]
 
 
 def b64url(data: bytes) -> str:
@@ -77,41 +85,29 @@ _UNLIMITED = {
 }
 
 
-def account_jwt(account: KeyPair, operator: KeyPair, name: str) -> str:
+def issue_jwt(subject: KeyPair, issuer: KeyPair, name: str, nats: dict[str, Any]) -> str:
+    """A JWT for ``subject``, named ``name``, issued and signed by ``issuer``."""
     return encode_jwt(
-        {
-            "iss": operator.public,
-            "sub": account.public,
-            "name": name,
-            "nats": {
-                "limits": _UNLIMITED,
-                "default_permissions": {"pub": {}, "sub": {}},
-                "type": "account",
-                "version": 2,
-            },
-        },
-        operator,
+        {"iss": issuer.public, "sub": subject.public, "name": name, "nats": nats}, issuer
     )
+
+
+def account_jwt(account: KeyPair, operator: KeyPair, name: str) -> str:
+    """An account JWT with no limits, signed by ``operator``."""
+    nats = {
+        "limits": _UNLIMITED,
+        "default_permissions": {"pub": {}, "sub": {}},
+        "type": "account",
+        "version": 2,
+    }
+    return issue_jwt(account, operator, name, nats)
 
 
 def user_jwt(user: KeyPair, account: KeyPair, name: str) -> str:
-    return encode_jwt(
-        {
-            "iss": account.public,
-            "sub": user.public,
-            "name": name,
-            "nats": {
-                "pub": {},
-                "sub": {},
-                "subs": -1,
-                "data": -1,
-                "payload": -1,
-                "type": "user",
-                "version": 2,
-            },
-        },
-        account,
-    )
+    """A user JWT with no limits, signed by ``account``."""
+    nats = {"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1, "type": "user",
+            "version": 2}
+    return issue_jwt(user, account, name, nats)
 
 
 def creds_text(jwt: str, seed: str) -> str:
@@ -137,14 +133,8 @@ class Operator:
         self.operator = KeyPair.operator()
         self.account = KeyPair.account()
         self.system = KeyPair.account()
-        self.operator_jwt = encode_jwt(
-            {
-                "iss": self.operator.public,
-                "sub": self.operator.public,
-                "name": "txnats-op",
-                "nats": {"type": "operator", "version": 2},
-            },
-            self.operator,
+        self.operator_jwt = issue_jwt(
+            self.operator, self.operator, "txnats-op", {"type": "operator", "version": 2}
         )
         self.account_jwt = account_jwt(self.account, self.operator, "APP")
         self.system_jwt = account_jwt(self.system, self.operator, "SYS")
