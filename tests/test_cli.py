@@ -8,6 +8,7 @@ in threads so the reactor stays free.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import socket
@@ -21,7 +22,9 @@ from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
 from twisted.internet.interfaces import IDelayedCall, IListeningPort
 from twisted.internet.protocol import Protocol, connectionDone
+from twisted.internet.task import Clock
 from twisted.internet.threads import deferToThread
+from twisted.logger import LogLevel, capturedLogs
 from twisted.protocols.portforward import (
     ProxyClient,
     ProxyClientFactory,
@@ -32,8 +35,10 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SkipTest, TestCase
 
 import txnats
-from txnats import _bench
-from txnats._bench import run_workload
+from txnats.cli._cmd_bench import human
+from txnats.cli._progress import Bar
+from txnats.cli.bench import WORKLOADS, run_workload
+from txnats.cli.bench import core as bench_core
 from txnats.errors import InvalidArgumentError, OutboundBufferFullError
 from txnats.protocol.events import Msg
 from txnats.testing import NatsServer
@@ -313,6 +318,21 @@ class ErrorAndHelpTests(TestCase):
             self.assertEqual(len(lines), 1, run.stderr)
             self.assertTrue(lines[0].startswith("txnats: error: "), lines[0])
 
+    async def test_bench_help_columns(self) -> None:
+        """``bench --help`` lists the workloads in two columns: every name, the longest
+        (``pub-plain``) too, is followed by spaces, and every description starts in the
+        same column."""
+        run = await deferToThread(_txnats, "bench", "--help")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        lines = run.stdout.splitlines()
+        listed = lines[lines.index("Workloads:") + 1 :][: len(WORKLOADS)]
+        starts = set()
+        for (name, what), row in zip(WORKLOADS.items(), listed, strict=True):
+            self.assertTrue(row.startswith(f"  {name}  "), row)
+            self.assertTrue(row.endswith(what), row)
+            starts.add(len(row) - len(what))
+        self.assertEqual(len(starts), 1, f"the descriptions do not line up: {listed}")
+
     async def test_usage_error_exits_2(self) -> None:
         """A missing argument is a usage error: one line naming the command, exit 2."""
         run = await deferToThread(_txnats, "pub")
@@ -396,8 +416,6 @@ class BenchOnTerminalTests(ServerPerClass, TestCase):
     def test_every_workload_is_covered(self) -> None:
         """The workloads run here are exactly those ``txnats bench --help`` lists, so a
         new workload cannot go without a test of its progress display."""
-        from txnats._bench import WORKLOADS
-
         self.assertEqual(sorted(TERMINAL_RUNS), sorted(WORKLOADS))
 
     async def test_pub(self) -> None:
@@ -465,6 +483,107 @@ class BenchOnTerminalTests(ServerPerClass, TestCase):
     async def test_obj(self) -> None:
         """``bench obj`` on a terminal draws its bar and prints its result."""
         await self.run_on_terminal("obj")
+
+
+class ProgressBarTests(TestCase):
+    """The terminal progress bar of ``txnats bench``, on a fake clock and a string."""
+
+    def bar(self) -> tuple[Bar, Clock, io.StringIO]:
+        clock, out = Clock(), io.StringIO()
+        return Bar(clock, out), clock, out
+
+    def test_draws_until_the_end(self) -> None:
+        """The bar is drawn at once and on every tick, once more at the end (complete
+        if the work is), and its line is ended."""
+        bar, clock, out = self.bar()
+        done = [0]
+        bar.begin("Publishing", 100, lambda: done[0])
+        self.assertIn("0.0%", out.getvalue())
+        done[0] = 50
+        clock.advance(0.2)
+        self.assertIn("50.0%", out.getvalue())
+        done[0] = 100
+        bar.end()
+        self.assertTrue(out.getvalue().endswith("100/100\x1b[K\n"), repr(out.getvalue()))
+        bar.end()  # a second end() does nothing
+        self.assertEqual(out.getvalue().count("\n"), 1)
+
+    def test_first_draw_fails(self) -> None:
+        """A progress callback that raises at once stops the bar: the error is logged
+        as a warning, end() raises nothing, and no Deferred is left with it unhandled."""
+        bar, clock, out = self.bar()
+
+        def broken() -> float:
+            raise ZeroDivisionError("progress callback")
+
+        with capturedLogs() as events:
+            bar.begin("Receiving", 10, broken)
+            clock.advance(1)
+            bar.end()
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        (event,) = events
+        self.assertEqual(event["log_level"], LogLevel.warn)
+        self.assertIn("progress bar", event["log_format"])
+        self.assertEqual(out.getvalue(), "\n")
+        self.assertFalse(clock.getDelayedCalls())
+
+    def test_later_draw_fails(self) -> None:
+        """A callback that raises on a later tick stops the bar there; end() does not
+        draw again, nor raise."""
+        bar, clock, out = self.bar()
+        calls = [0]
+
+        def fails_second() -> float:
+            calls[0] += 1
+            if calls[0] > 1:
+                raise ZeroDivisionError("progress callback")
+            return 1.0
+
+        with capturedLogs() as events:
+            bar.begin("Receiving", 10, fails_second)
+            clock.advance(0.2)
+            clock.advance(0.2)
+            bar.end()
+        self.assertEqual(calls[0], 2)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        self.assertEqual(len(events), 1)
+        self.assertTrue(out.getvalue().endswith("\x1b[K\n"), repr(out.getvalue()))
+
+    def test_last_draw_fails(self) -> None:
+        """A callback that raises only at the end is logged too, and the line ended."""
+        bar, _clock, out = self.bar()
+        fail = [False]
+
+        def current() -> float:
+            if fail[0]:
+                raise ZeroDivisionError("progress callback")
+            return 1.0
+
+        with capturedLogs() as events:
+            bar.begin("Get", 3, current)
+            fail[0] = True
+            bar.end()
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        self.assertEqual(len(events), 1)
+        self.assertTrue(out.getvalue().endswith("\n"))
+
+
+class HumanResultTests(TestCase):
+    """The result ``txnats bench`` prints without ``--json``."""
+
+    def pub_result(self, loop: str) -> dict[str, Any]:
+        return {
+            "workload": "pub", "msgs": 1000, "size": 16, "pubs": 1, "elapsed": 0.5,
+            "msgs_per_sec": 2000.0, "mb_per_sec": 0.03, "publish_loop": loop,
+        }
+
+    def test_plain_loop_is_named(self) -> None:
+        """A ``pub-plain`` result (``publish_loop`` ``plain``) says ``(plain loop)``;
+        the cooperative ``pub``'s does not."""
+        plain = human(self.pub_result("plain"))
+        self.assertTrue(plain.startswith("Pub stats: 2,000 msgs/sec"), plain)
+        self.assertIn("(plain loop)", plain.splitlines()[0])
+        self.assertNotIn("plain loop", human(self.pub_result("cooperative")))
 
 
 class _HeldClient(ProxyClient):
@@ -678,7 +797,7 @@ class PlainLoopTests(ServerPerClass, TestCase):
         """When a publish() in the loop raises OutboundBufferFullError (as it does
         once the loop outgrows the outbound buffer's bound), the workload fails with
         that error, naming the plain loop and the message it stopped at."""
-        real = _bench._connect_many
+        real = bench_core.connect_many
 
         async def connect_with_a_small_buffer(*args: Any, **kwargs: Any) -> list[Any]:
             clients = await real(*args, **kwargs)
@@ -693,7 +812,7 @@ class PlainLoopTests(ServerPerClass, TestCase):
             clients[0].publish = full_after_100
             return clients
 
-        self.patch(_bench, "_connect_many", connect_with_a_small_buffer)
+        self.patch(bench_core, "connect_many", connect_with_a_small_buffer)
         with self.assertRaises(OutboundBufferFullError) as caught:
             await run_workload(reactor, self.url, "pub-plain", msgs=1000, size=16)
         text = str(caught.exception)

@@ -2,8 +2,8 @@
 
 Each creates what it measures (a memory stream, a key-value bucket, an object store)
 under a name of its own, deletes it afterwards, and returns a result dict as the core
-workloads in :mod:`txnats._bench` do. Storage is ``memory`` (as ``nats bench`` uses
-by default), so the figures are the clients' and the server's, not the disk's.
+workloads in :mod:`txnats.cli.bench.core` do. Storage is ``memory`` (as ``nats bench``
+uses by default), so the figures are the clients' and the server's, not the disk's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from typing import Any
 
 from twisted.internet.interfaces import IReactorCore
 
-from txnats._bench import ProgressSink, Result, _base, _check_counts, _connect_many, _rates
+from txnats.cli.bench._common import (
+    DEFAULT_SUBJECT,
+    ProgressSink,
+    Result,
+    base,
+    check_counts,
+    connect_many,
+    rates,
+)
 from txnats.errors import InvalidArgumentError, StreamNotFoundError
 from txnats.jetstream import JetStreamContext
 
@@ -40,14 +48,14 @@ async def bench_js_pub(
     msgs: int = 100_000,
     size: int = 128,
     window: int = 4000,
-    subject: str = "txnats.bench",
+    subject: str = DEFAULT_SUBJECT,
     options: Mapping[str, Any] | None = None,
     progress: ProgressSink | None = None,
 ) -> Result:
     """``publish_async`` ``msgs`` messages to a memory stream, at most ``window``
     unacknowledged; the clock stops when the last acknowledgement is in."""
-    _check_counts(msgs, size)
-    (nc,) = await _connect_many(reactor, servers, 1, "txnats-bench-js", options or {})
+    check_counts(msgs, size)
+    (nc,) = await connect_many(reactor, servers, 1, "txnats-bench-js", options or {})
     try:
         js = nc.jetstream(publish_async_max_pending=window)
         await _fresh_stream(js, subject)
@@ -76,8 +84,8 @@ async def bench_js_pub(
         await js.delete_stream(BENCH_STREAM)
     finally:
         await nc.close()
-    result = _base("js-pub", reactor, msgs=msgs, size=size, pubs=1, subs=0, window=window)
-    return _rates(result, msgs, msgs * size, elapsed)
+    result = base("js-pub", reactor, msgs=msgs, size=size, pubs=1, subs=0, window=window)
+    return rates(result, msgs, msgs * size, elapsed)
 
 
 async def bench_kv(
@@ -95,8 +103,8 @@ async def bench_kv(
     ``put_ops_per_sec`` and ``get_ops_per_sec`` are each phase's rate;
     ``msgs_per_sec`` is all operations over both phases.
     """
-    _check_counts(msgs, size)
-    (nc,) = await _connect_many(reactor, servers, 1, "txnats-bench-kv", options or {})
+    check_counts(msgs, size)
+    (nc,) = await connect_many(reactor, servers, 1, "txnats-bench-kv", options or {})
     try:
         js = nc.jetstream()
         try:
@@ -129,8 +137,8 @@ async def bench_kv(
         await js.delete_key_value(BENCH_BUCKET)
     finally:
         await nc.close()
-    result = _base("kv", reactor, msgs=msgs, size=size, pubs=1, subs=0, keys=n)
-    _rates(result, 2 * msgs, 2 * msgs * size, put_elapsed + get_elapsed)
+    result = base("kv", reactor, msgs=msgs, size=size, pubs=1, subs=0, keys=n)
+    rates(result, 2 * msgs, 2 * msgs * size, put_elapsed + get_elapsed)
     result["put_ops_per_sec"] = round(msgs / max(put_elapsed, 1e-9), 1)
     result["get_ops_per_sec"] = round(msgs / max(get_elapsed, 1e-9), 1)
     return result
@@ -150,10 +158,10 @@ async def bench_obj(
     ``mb_per_sec`` and ``msgs_per_sec`` are the gets' (MiB/s, objects/s);
     ``put_mb_per_sec`` is the put's.
     """
-    _check_counts(msgs, size)
+    check_counts(msgs, size)
     if size < 1:
         raise InvalidArgumentError("--size must be at least 1 byte for obj")
-    (nc,) = await _connect_many(reactor, servers, 1, "txnats-bench-obj", options or {})
+    (nc,) = await connect_many(reactor, servers, 1, "txnats-bench-obj", options or {})
     try:
         js = nc.jetstream()
         try:
@@ -182,7 +190,7 @@ async def bench_obj(
         await js.delete_object_store(BENCH_BUCKET)
     finally:
         await nc.close()
-    result = _base("obj", reactor, msgs=msgs, size=size, pubs=1, subs=0)
-    _rates(result, msgs, msgs * size, elapsed)
+    result = base("obj", reactor, msgs=msgs, size=size, pubs=1, subs=0)
+    rates(result, msgs, msgs * size, elapsed)
     result["put_mb_per_sec"] = round(size / max(put_elapsed, 1e-9) / (1 << 20), 2)
     return result

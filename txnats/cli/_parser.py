@@ -1,0 +1,39 @@
+"""The whole command line: the program's parser, with each command's flags added by
+the command's own module."""
+
+from __future__ import annotations
+
+import argparse
+
+from txnats._version import __version__
+from txnats.cli._cmd_bench import add_bench
+from txnats.cli._cmd_messages import add_pub, add_reply, add_req, add_sub
+from txnats.cli._cmd_server import add_server
+from txnats.cli._common import PROG
+from txnats.cli._flags import Formatter, Parser, connection_flags
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line."""
+    conn = connection_flags()
+    parser = Parser(
+        prog=PROG,
+        description="A NATS command line built on txnats (the NATS client for Twisted).",
+        epilog=(
+            "Run 'txnats COMMAND --help' for the flags of each command.\n"
+            "Environment: NATS_URL is the default server."
+        ),
+        formatter_class=Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"txnats {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+    add_pub(commands, conn)
+    add_sub(commands, conn)
+    add_req(commands, conn)
+    add_reply(commands, conn)
+    add_server(commands)
+    add_bench(commands, conn)
+    return parser
