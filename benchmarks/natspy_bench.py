@@ -1,7 +1,7 @@
 """The nats-py side of the benchmark: the workloads of ``txnats bench``, through nats-py.
 
 nats-py is the official asyncio client; this script runs the same workloads as
-``txnats/_bench.py`` with it, every role in this one process, and prints one result
+``txnats/cli/bench/`` with it, every role in this one process, and prints one result
 (``--json``: one JSON object with the same keys as ``txnats bench --json``)::
 
     python benchmarks/natspy_bench.py pub --server nats://127.0.0.1:4222 --msgs 100000
