@@ -10,8 +10,10 @@ import contextlib
 import importlib.util
 import io
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -41,9 +43,16 @@ def body(lines: int) -> str:
 class TreeTestCase(SynchronousTestCase):
     """Builds a fake tree and runs the checks over it."""
 
+    def scratch(self) -> Path:
+        """A fresh directory removed after the test (not under the current directory:
+        pytest, unlike trial, runs from the project root)."""
+        root = Path(tempfile.mkdtemp(prefix="check-house-"))
+        self.addCleanup(shutil.rmtree, root, True)
+        return root / "tree"
+
     def tree(self, files: dict[str, str]) -> Path:
         """Write ``files`` (path under the root: text, dedented) and return the root."""
-        root = Path(self.mktemp())
+        root = self.scratch()
         (root / "txnats").mkdir(parents=True)
         (root / "txnats" / "__init__.py").write_text("")
         for name, text in files.items():
@@ -344,7 +353,7 @@ class CommandLineTests(TreeTestCase):
         """A root without txnats/ is a usage error, not a clean pass."""
         with contextlib.redirect_stderr(io.StringIO()):
             with self.assertRaises(SystemExit) as caught:
-                check_house.main(["--root", self.mktemp()])
+                check_house.main(["--root", str(self.scratch())])
         self.assertEqual(caught.exception.code, 2)
 
     def test_real_tree(self) -> None:
