@@ -49,6 +49,14 @@ class NoHandlerAfterCloseTests(ClientTestMixin, SynchronousTestCase):
         server.send(b"".join(msg_frame(subject, sid, b"%d" % i) for i in range(n)))
         self.clock.advance(0)
 
+    def close_then_release(self, client: Any, server: ServerSide, held: list[Any]) -> None:
+        """Close the client (it completes), then let the busy handler call finish."""
+        closed = client.close()
+        self.pump(server)
+        self.successResultOf(closed)
+        held[0].callback(None)
+        self.pump(server)
+
     def test_unsubscribed_with_queue_then_close(self) -> None:
         """Unsubscribed with 9 messages queued behind a busy handler, then close():
         the queued messages are never handed out, even once the handler finishes."""
@@ -59,11 +67,7 @@ class NoHandlerAfterCloseTests(ClientTestMixin, SynchronousTestCase):
         self.fill(server, sub.sid, 10)
         self.assertEqual(calls, [b"0"])
         sub.unsubscribe()
-        closed = client.close()
-        self.pump(server)
-        self.successResultOf(closed)
-        held[0].callback(None)
-        self.pump(server)
+        self.close_then_release(client, server, held)
         self.assertEqual(calls, [b"0"])
         self.assertFalse(sub.is_active)
 
@@ -77,11 +81,7 @@ class NoHandlerAfterCloseTests(ClientTestMixin, SynchronousTestCase):
         drained = sub.drain()
         server.answer_pings()  # the drain's PING: the subscription is now ending
         self.clock.advance(0)
-        closed = client.close()
-        self.pump(server)
-        self.successResultOf(closed)
-        held[0].callback(None)
-        self.pump(server)
+        self.close_then_release(client, server, held)
         self.assertEqual(calls, [b"0"])
         self.failureResultOf(drained)  # ended by the close, not drained
 
@@ -94,11 +94,7 @@ class NoHandlerAfterCloseTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         self.fill(server, sub.sid, 3)
         self.assertNotIn(sub, client.subscriptions)
-        closed = client.close()
-        self.pump(server)
-        self.successResultOf(closed)
-        held[0].callback(None)
-        self.pump(server)
+        self.close_then_release(client, server, held)
         self.assertEqual(calls, [b"0"])
 
     def test_drain_waits_for_subscriptions_already_ending(self) -> None:
