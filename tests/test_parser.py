@@ -9,8 +9,12 @@ and mutated streams at it.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
+import textwrap
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -943,6 +947,155 @@ class LineCacheTests(SynchronousTestCase):
         p = Parser()
         self.assertEqual(summarize(p.feed(b"MSG _ 0 0\r\n\r\n")), [msg("_", 0, b"")])
         self.assertRaises(ProtocolError, Parser().feed, b"\r\n")
+
+    def test_repeated_line_at_the_start_of_a_read(self) -> None:
+        """A read that begins with the cached line (nothing before it) takes it as one."""
+        frame = b"MSG a.b 7 r 2\r\nhi\r\n"
+        p = Parser()
+        for _ in range(3):
+            self.assertEqual(summarize(p.feed(frame)), [msg("a.b", 7, b"hi", "r")])
+        self.assertEqual(p.buffered, 0)
+
+    def test_repeated_line_after_other_frames(self) -> None:
+        """The cached line is recognised again after PING, INFO, an HMSG or a MSG the
+        regex does not take (double spaces), and those frames still parse."""
+        frame = b"MSG a 1 2\r\nhi\r\n"
+        others = [
+            (b"PING\r\n", S_PING),
+            (b"INFO {}\r\n", info()),
+            (
+                b"HMSG h 2 12 13\r\nNATS/1.0\r\n\r\nx\r\n",
+                msg("h", 2, b"x", headers=(None, None, [])),
+            ),
+            (b"MSG  b  3  1\r\ny\r\n", msg("b", 3, b"y")),
+        ]
+        for other, summary in others:
+            data = frame + other + frame + frame
+            expected = [msg("a", 1, b"hi"), summary, msg("a", 1, b"hi"), msg("a", 1, b"hi")]
+            for how, chunks in _every_feeding(data):
+                outcome = run(chunks)
+                self.assertIsNone(outcome.error, f"{data!r} fed {how}")
+                self.assertEqual(outcome.summary, expected, f"{data!r} fed {how}")
+
+    def test_line_that_starts_like_the_cached_one(self) -> None:
+        """A line that the cached one is a prefix of, or that differs in its last byte
+        (the size), is parsed for what it says."""
+        data = (
+            b"MSG a 1 2\r\nhi\r\n"
+            b"MSG a 1 20\r\n" + b"x" * 20 + b"\r\n"
+            b"MSG a 1 3\r\nabc\r\n"
+            b"MSG a 1 2\r\nho\r\n"
+        )
+        expected = [msg("a", 1, b"hi"), msg("a", 1, b"x" * 20), msg("a", 1, b"abc"),
+                    msg("a", 1, b"ho")]
+        for how, chunks in _every_feeding(data):
+            self.assertEqual(run(chunks).summary, expected, how)
+
+    def test_bad_crlf_before_a_repeated_line(self) -> None:
+        """A payload one byte longer than announced, followed by the cached line, is a
+        ProtocolError (the CRLF check is not skipped when the next line repeats)."""
+        with self.assertRaises(ProtocolError) as cm:
+            Parser().feed(b"MSG a 1 2\r\nhi\r\nMSG a 1 2\r\nhix\r\nMSG a 1 2\r\nhi\r\n")
+        self.assertEqual(summarize(cm.exception.events), [msg("a", 1, b"hi")])  # type: ignore[attr-defined]
+
+    def test_repeated_lines_after_a_long_payload(self) -> None:
+        """After a payload long enough to be held in a bytearray, repeated lines that
+        arrived in the same read give bytes payloads, and the cache still works."""
+        big = b"MSG big 1 70000\r\n" + b"z" * 70000 + b"\r\n"
+        small = b"MSG s 2 2\r\nhi\r\n"
+        p = Parser()
+        events = p.feed(big[:40000])
+        events += p.feed(big[40000:] + small * 3)
+        events += p.feed(small)
+        expected = [msg("big", 1, b"z" * 70000)] + [msg("s", 2, b"hi")] * 4
+        self.assertEqual(summarize(events), expected)
+        self.assertEqual(p.buffered, 0)
+
+
+class MsgConstructionTests(SynchronousTestCase):
+    """``Msg.__init__`` is the one place that sets a Msg's slots, and every path of the
+    parser goes through it (the fast path calls it on ``object.__new__(Msg)``)."""
+
+    def _slots(self) -> set[str]:
+        names: set[str] = set()
+        for klass in Msg.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            names.update([slots] if isinstance(slots, str) else slots)
+        return names
+
+    def test_init_assigns_exactly_the_slots(self) -> None:
+        """The attributes Msg.__init__ assigns on self are exactly Msg's slots: a slot
+        added to Msg and not set there fails this test."""
+        source = textwrap.dedent(inspect.getsource(Msg.__init__))
+        assigned = {
+            node.attr
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        }
+        self.assertEqual(assigned, self._slots())
+
+    def test_init_sets_every_slot(self) -> None:
+        """A Msg built by __init__ has a value in every slot (none left unset)."""
+        m = Msg("s", "r", b"d", None, 3)
+        unset = [name for name in sorted(self._slots()) if not hasattr(m, name)]
+        self.assertEqual(unset, [])
+
+    def test_every_parser_path_builds_with_init(self) -> None:
+        """Messages from the cached line, a new line, a line only the general path
+        takes, HMSG, payloads completed in a later read and a bytearray buffer: each
+        one was built by Msg.__init__, and has every slot set."""
+        built: list[Msg] = []
+        original = Msg.__init__
+
+        def counting_init(self: Msg, *args: Any) -> None:
+            original(self, *args)
+            built.append(self)
+
+        self.patch(Msg, "__init__", counting_init)
+        big = b"MSG big 1 70000\r\n" + b"z" * 70000 + b"\r\n"
+        chunks = [
+            b"MSG a 1 2\r\nhi\r\nMSG a 1 2\r\nho\r\n",  # new line, then cached
+            b"msg\tb\t2\t1\r\nx\r\n",  # the general path
+            b"HMSG c 3 12 13\r\nNATS/1.0\r\n\r\ny\r\n",
+            b"MSG a 1 2\r\nh", b"u\r\n",  # fast path, payload in the next read
+            b"MSG  d  4  1\r\n", b"z\r\n",  # general path, payload in the next read
+            big[:30000], big[30000:] + b"MSG a 1 2\r\nhe\r\n",
+        ]
+        p = Parser()
+        events: list[object] = []
+        for chunk in chunks:
+            events += p.feed(chunk)
+        msgs = [e for e in events if isinstance(e, Msg)]
+        self.assertEqual(len(msgs), 8)
+        self.assertEqual([id(m) for m in built], [id(m) for m in msgs])
+        for m in msgs:
+            unset = [name for name in sorted(self._slots()) if not hasattr(m, name)]
+            self.assertEqual(unset, [], repr(m))
+            self.assertIsNone(m._client)
+
+
+class SansIOTests(SynchronousTestCase):
+    """txnats/protocol/ is sans-IO: no module in it imports Twisted."""
+
+    def test_no_twisted_imports(self) -> None:
+        """No module under txnats/protocol/ imports twisted (at any depth of the code)."""
+        import txnats.protocol.parser
+
+        root = Path(txnats.protocol.parser.__file__).parent
+        files = sorted(root.glob("*.py"))
+        self.assertIn("parser.py", [f.name for f in files])
+        for file in files:
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                for name in names:
+                    self.assertFalse(name.split(".")[0] == "twisted", f"{file.name}: {name}")
 
 
 # --------------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ stopped, so a frame split over many reads is scanned once (O(bytes)); payloads a
 by their announced length, never by searching. Both control lines and payloads are
 bounded, and an announced size is checked before anything waits for it.
 
+MSG, the commonest frame by far, has one fast path (:meth:`Parser._parse`): a line as
+nats-server writes it is split by one regex match and cached, and a repeat of the
+cached line (a subscription's messages) is recognised by one comparison. Every other
+line, MSG written any other way included, goes through the general path.
+
 The only exception that leaves :meth:`Parser.feed` is :class:`ProtocolError`; it
 carries the events completed before the fault in ``events``. After an error the
 parser refuses further input.
@@ -18,7 +23,7 @@ import re
 from typing import Any
 
 from txnats.errors import ProtocolError
-from txnats.protocol.events import OK, PING, PONG, Err, Event, Info, Msg
+from txnats.protocol.events import OK, PING, PONG, Err, Event, Info, Msg, Ok, Ping, Pong
 from txnats.protocol.headers import parse_headers
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "HARD_MAX_PAYLOAD", "Parser", "validate_info"]
@@ -35,11 +40,13 @@ _MSG_LINE = re.compile(
     rb"MSG " + _TOKEN + rb" ([0-9]{1,20}) (?:" + _TOKEN + rb" )?([0-9]{1,10})\r\n"
 )
 # The parser's one-line cache when it holds no line. ``bytes.startswith(())`` is always
-# False, so the next MSG line takes the checked paths (regex or general), which test its
+# False, so the next MSG line takes the regex or the general path, which test its
 # length and size against the limits before it is cached. (A real line here would skip
 # those checks: it would be accepted however low max_control_line is.)
 _NO_LINE: tuple[()] = ()
 _NO_LINE_MEANS: tuple[str, int, str | None, int] = ("", 0, None, 0)
+# The operations that take no arguments, and their events.
+_BARE: dict[bytes, Ping | Pong | Ok] = {b"PING": PING, b"PONG": PONG, b"+OK": OK}
 # Below this many held bytes, the next read is joined to them as bytes.
 _SMALL = 64 * 1024
 
@@ -127,10 +134,10 @@ class Parser:
         "_buf",
         "_failed",
         "_last",
-        "_last_line",
         "_max_control_line",
         "_max_payload",
         "_pending",
+        "_repeat",
         "_scan",
         "controls",
     )
@@ -142,11 +149,13 @@ class Parser:
     ) -> None:
         self._max_control_line = max_control_line
         self._max_payload = min(max_payload, HARD_MAX_PAYLOAD)
-        # The control line (CRLF included) of the last MSG parsed by the fast path, and
-        # what it said: (subject, sid, reply, total). A subscription's messages arrive
-        # with the same line over and over; recognising it takes one comparison. Only a
-        # line that passed both limits is cached, and a limit change empties the cache.
-        self._last_line: bytes | tuple[()] = _NO_LINE
+        # The control line of the last MSG parsed by the fast path, CRLF included and
+        # preceded by the CRLF that ends a payload, and what it said: (subject, sid,
+        # reply, total). A subscription's messages arrive with the same line over and
+        # over; one comparison after a payload checks its CRLF and recognises the next
+        # line. Only a line that passed both limits is cached, and a limit change
+        # empties the cache.
+        self._repeat: bytes | tuple[()] = _NO_LINE
         self._last: tuple[str, int, str | None, int] = _NO_LINE_MEANS
         self._buf: bytes | bytearray = b""
         self._scan = 0
@@ -164,9 +173,7 @@ class Parser:
     @max_control_line.setter
     def max_control_line(self, value: int) -> None:
         self._max_control_line = value
-        # The cached line's length was checked against the old limit.
-        self._last_line = _NO_LINE
-        self._last = _NO_LINE_MEANS
+        self._forget_line()  # its length was checked against the old limit
 
     @property
     def max_payload(self) -> int:
@@ -176,8 +183,11 @@ class Parser:
     @max_payload.setter
     def max_payload(self, value: int) -> None:
         self._max_payload = min(value, HARD_MAX_PAYLOAD)
-        # The cached line's size was checked against the old limit.
-        self._last_line = _NO_LINE
+        self._forget_line()  # its size was checked against the old limit
+
+    def _forget_line(self) -> None:
+        """Empty the line cache: the next MSG line is checked against the limits."""
+        self._repeat = _NO_LINE
         self._last = _NO_LINE_MEANS
 
     @property
@@ -186,7 +196,12 @@ class Parser:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[Event]:
-        """Consume ``data``; return the events it completes, in order."""
+        """Consume ``data``; return the events it completes, in order.
+
+        :raises ProtocolError: the input breaks the protocol or a limit; its ``events``
+            holds the events completed before the fault, and the parser refuses any
+            further input.
+        """
         if self._failed:
             failed = ProtocolError("parser already failed")
             raise failed
@@ -221,205 +236,184 @@ class Parser:
             err = ProtocolError(f"parser fault: {e!r}")
             err.events = list(events)
             raise err from e
+        self._scan = max(self._scan - pos, 0)
         if pos >= len(buf):
             self._buf = b""
-            self._scan = 0
         elif isinstance(buf, bytearray):
             del buf[:pos]
             self._buf = buf
-            self._scan -= pos
         else:
             self._buf = buf[pos:]
-            self._scan -= pos
         return events
 
     def _parse(self, buf: bytes, events: list[Event]) -> int:
-        # ``buf`` may really be a bytearray (a long payload arriving): then every slice
-        # kept is copied to bytes (``is_bytes`` is False).
-        pos = 0
-        scan = max(self._scan, 0)
-        n = len(buf)
+        """Parse whole frames from ``buf``; return the offset of the first one left.
+
+        The loop is the one MSG fast path. A control line equal to the last MSG line
+        parsed needs no parsing: after a payload, one comparison with ``repeat`` checks
+        its CRLF and recognises the repeated line. A MSG line as nats-server writes it
+        that is not cached yet is split by one regex match and becomes the cached line.
+        Either way the payload is taken here if it has arrived. Anything else goes to
+        :meth:`_control`. ``pos`` is 0 or just after a CRLF (of a control line or a
+        payload), so ``repeat`` (CRLF + line) is looked for at ``pos - 2``.
+
+        :param buf: the held bytes and the new ones; really a bytearray while a long
+            payload arrives (then every slice kept is copied to bytes).
+        """
+        pos = self._take_pending(buf, 0, events)
+        if self._pending is not None:
+            return pos
+        n2 = len(buf) - 2  # the last offset a payload's CRLF may start at
         append = events.append
-        max_line = self._max_control_line
-        is_bytes = type(buf) is bytes
+        startswith = buf.startswith
         msg_match = _MSG_LINE.match
         new_msg = object.__new__
-        last_line = self._last_line
-        last_len = len(last_line)
+        init_msg = Msg.__init__  # called directly: skips type.__call__ (see Msg.__init__)
+        is_bytes = type(buf) is bytes
+        repeat = self._repeat  # CRLF + the cached line
+        line_len = len(repeat) - 2
         l_subject, l_sid, l_reply, l_total = self._last
+        cached = startswith(repeat, pos - 2) if pos else startswith(repeat[2:])
         while True:
-            pending = self._pending
-            if pending is not None:
-                subject, sid, reply, hlen, total = pending
-                end = pos + total
-                if end + 2 > n:
-                    break
-                if buf[end : end + 2] != b"\r\n":
-                    raise ProtocolError("payload not followed by CRLF")
-                if hlen < 0:
-                    append(Msg(subject, reply, bytes(buf[pos:end]), None, sid))
-                else:
-                    hdr = parse_headers(bytes(buf[pos : pos + hlen]))
-                    append(Msg(subject, reply, bytes(buf[pos + hlen : end]), hdr, sid))
-                pos = end + 2
-                scan = pos
-                self._pending = None
-                continue
-            if buf.startswith(last_line, pos):
-                # The same control line as the last MSG: same subject, sid, reply, size.
-                start = pos + last_len
-                end = start + l_total
-                if end + 2 <= n:
-                    if buf[end] != 13 or buf[end + 1] != 10:
-                        raise ProtocolError("payload not followed by CRLF")
-                    # Msg(...) without the call to __init__ (a third of the cost here).
-                    msg = new_msg(Msg)
-                    msg.subject = l_subject
-                    msg.reply = l_reply
-                    msg.data = buf[start:end] if is_bytes else bytes(buf[start:end])
-                    msg.headers = None
-                    msg.sid = l_sid
-                    msg._client = None
-                    append(msg)
-                    pos = scan = end + 2
-                else:
-                    self._pending = (l_subject, l_sid, l_reply, -1, l_total)
-                    pos = scan = start
-                continue
-            m = msg_match(buf, pos)
-            if m is not None:
-                # The commonest frame, as nats-server writes it (single spaces): one C
-                # call finds, splits and checks the control line.
+            if not cached:
+                m = msg_match(buf, pos)
+                if m is None:
+                    was = pos
+                    pos = self._control(buf, pos, events)
+                    if pos == was or self._pending is not None:
+                        break  # an incomplete line, or a payload still to come
+                    cached = startswith(repeat, pos - 2)
+                    continue
+                # A MSG line as nats-server writes it, not the cached one: the regex
+                # has split and checked it; check the limits, then cache it.
                 subj_raw, sid_raw, reply_raw, size_raw = m.groups()
-                start = m.end()
-                if start - pos - 2 > max_line:
+                line_len = m.end() - pos
+                if line_len - 2 > self._max_control_line:
                     raise ProtocolError("control line exceeds the maximum length")
-                total = int(size_raw)
-                if total > self._max_payload:
+                l_total = int(size_raw)
+                if l_total > self._max_payload:
                     raise ProtocolError(
-                        f"message of {total} bytes exceeds the limit {self._max_payload}"
+                        f"message of {l_total} bytes exceeds the limit {self._max_payload}"
                     )
                 try:
-                    subject = subj_raw.decode()
+                    l_subject = subj_raw.decode()
                 except UnicodeDecodeError:
-                    subject = subj_raw.decode("utf-8", "surrogateescape")
-                reply = None if reply_raw is None else _text(reply_raw)
-                sid = int(sid_raw)
-                last_line = buf[pos:start] if is_bytes else bytes(buf[pos:start])
-                last_len = start - pos
-                self._last_line = last_line
-                l_subject, l_sid, l_reply, l_total = self._last = (subject, sid, reply, total)
-                end = start + total
-                if end + 2 <= n:
-                    if buf[end : end + 2] != b"\r\n":
-                        raise ProtocolError("payload not followed by CRLF")
-                    msg = new_msg(Msg)  # as above: no __init__ call
-                    msg.subject = subject
-                    msg.reply = reply
-                    msg.data = buf[start:end] if is_bytes else bytes(buf[start:end])
-                    msg.headers = None
-                    msg.sid = sid
-                    msg._client = None
-                    append(msg)
-                    pos = scan = end + 2
-                else:
-                    self._pending = (subject, sid, reply, -1, total)
-                    pos = scan = start
-                continue
-            i = buf.find(b"\r\n", scan)
-            if i < 0:
-                # A final CR may be the start of the line's CRLF: don't count it yet.
-                held = n - pos - (1 if buf[n - 1 : n] == b"\r" else 0)
-                if held > max_line:
-                    raise ProtocolError("control line exceeds the maximum length")
-                # Resume next time just before the end (a CR may be the last byte).
-                scan = max(pos, n - 1)
+                    l_subject = subj_raw.decode("utf-8", "surrogateescape")
+                l_reply = None if reply_raw is None else _text(reply_raw)
+                l_sid = int(sid_raw)
+                repeat = buf[pos - 2 : pos + line_len] if pos else b"\r\n" + buf[:line_len]
+                if not is_bytes:
+                    repeat = bytes(repeat)
+            # The cached MSG line is at pos: take its payload if it is all here.
+            start = pos + line_len
+            end = start + l_total
+            if end > n2:
+                self._pending = (l_subject, l_sid, l_reply, -1, l_total)
+                pos = start
                 break
-            if i - pos > max_line:
-                raise ProtocolError("control line exceeds the maximum length")
-            line = buf[pos:i] if is_bytes else bytes(buf[pos:i])
-            pos = i + 2
-            scan = pos
-            if b"\n" in line or b"\r" in line:
-                raise ProtocolError("bare CR or LF in control line")
-            if line[:4] == b"MSG ":
-                # Fast path for the commonest frame: parse it and, when the payload is
-                # already here, take it at once.
-                args = line.split()
-                na = len(args)
-                if na == 4:
-                    reply = None
-                elif na == 5:
-                    reply = _text(args[3])
-                else:
-                    raise ProtocolError(f"MSG takes 3 or 4 arguments, got {na - 1}")
-                size_raw = args[-1]
-                sid_raw = args[2]
-                if not size_raw.isdigit() or len(size_raw) > _MAX_DIGITS:
-                    raise ProtocolError(f"invalid size {size_raw[:20]!r}")
-                if not sid_raw.isdigit() or len(sid_raw) > 20:
-                    raise ProtocolError(f"invalid sid {sid_raw[:20]!r}")
-                total = int(size_raw)
-                if total > self._max_payload:
-                    raise ProtocolError(
-                        f"message of {total} bytes exceeds the limit {self._max_payload}"
-                    )
-                try:
-                    subject = args[1].decode()
-                except UnicodeDecodeError:
-                    subject = args[1].decode("utf-8", "surrogateescape")
-                end = pos + total
-                if end + 2 <= n:
-                    if buf[end : end + 2] != b"\r\n":
-                        raise ProtocolError("payload not followed by CRLF")
-                    data = buf[pos:end] if is_bytes else bytes(buf[pos:end])
-                    append(Msg(subject, reply, data, None, int(sid_raw)))
-                    pos = scan = end + 2
-                else:
-                    self._pending = (subject, int(sid_raw), reply, -1, total)
-                continue
-            args = line.split()
-            if not args:
-                raise ProtocolError("empty control line")
-            op = args[0].upper()
-            if op == b"MSG":
-                self._msg_line(args, False)
-            elif op == b"HMSG":
-                self._msg_line(args, True)
-            elif op == b"PING":
-                if len(args) != 1:
-                    raise ProtocolError("PING takes no arguments")
-                append(PING)
-                self.controls += 1
-            elif op == b"PONG":
-                if len(args) != 1:
-                    raise ProtocolError("PONG takes no arguments")
-                append(PONG)
-                self.controls += 1
-            elif op == b"+OK":
-                if len(args) != 1:
-                    raise ProtocolError("+OK takes no arguments")
-                append(OK)
-                self.controls += 1
-            elif op == b"-ERR":
-                text = line.split(None, 1)[1].strip() if len(args) > 1 else b""
-                if len(text) >= 2 and text[:1] == b"'" and text[-1:] == b"'":
-                    text = text[1:-1]
-                append(Err(_text(text)))
-                self.controls += 1
-            elif op == b"INFO":
-                if len(args) < 2:
-                    raise ProtocolError("INFO without a payload")
-                try:
-                    options = json.loads(line.split(None, 1)[1])
-                except (ValueError, RecursionError) as e:
-                    raise ProtocolError(f"INFO is not valid JSON: {e}") from None
-                append(Info(validate_info(options)))
-                self.controls += 1
-            else:
-                raise ProtocolError(f"unknown protocol operation {args[0][:16]!r}")
-        self._scan = scan
+            msg = new_msg(Msg)
+            data = buf[start:end] if is_bytes else bytes(buf[start:end])
+            init_msg(msg, l_subject, l_reply, data, None, l_sid)
+            cached = startswith(repeat, end)
+            if not cached and (buf[end] != 13 or buf[end + 1] != 10):
+                raise ProtocolError("payload not followed by CRLF")
+            append(msg)
+            pos = end + 2
+        # The line cached last, kept for the next feed (a failed parser needs none).
+        self._repeat = repeat
+        self._last = (l_subject, l_sid, l_reply, l_total)
         return pos
+
+    def _take_pending(self, buf: bytes, pos: int, events: list[Event]) -> int:
+        """Take the payload the pending MSG/HMSG line announced, if all of it is here.
+
+        :returns: the offset after its CRLF, or ``pos`` if nothing is pending or the
+            payload has not all arrived (then it stays pending).
+        :raises ProtocolError: the payload is not followed by CRLF, or bad headers.
+        """
+        pending = self._pending
+        if pending is None:
+            return pos
+        subject, sid, reply, hlen, total = pending
+        end = pos + total
+        if end + 2 > len(buf):
+            return pos
+        if buf[end : end + 2] != b"\r\n":
+            raise ProtocolError("payload not followed by CRLF")
+        if hlen < 0:
+            hdr, start = None, pos
+        else:
+            hdr, start = parse_headers(bytes(buf[pos : pos + hlen])), pos + hlen
+        events.append(Msg(subject, reply, bytes(buf[start:end]), hdr, sid))
+        self._pending = None
+        return end + 2
+
+    def _control(self, buf: bytes, pos: int, events: list[Event]) -> int:
+        """Parse the control line at ``pos``, one the fast path did not take.
+
+        The search for its CRLF resumes where the last one stopped (``_scan``), so a
+        line arriving in many reads is scanned once. A MSG/HMSG line leaves its frame
+        pending; its payload is taken at once if it has arrived.
+
+        :returns: the offset after the frame, after the line if its payload is still
+            pending, or ``pos`` if the line is not complete yet.
+        :raises ProtocolError: the line is too long or breaks the protocol.
+        """
+        n = len(buf)
+        max_line = self._max_control_line
+        i = buf.find(b"\r\n", max(pos, self._scan))
+        if i < 0:
+            # A final CR may be the start of the line's CRLF: don't count it yet.
+            held = n - pos - (1 if buf[n - 1 : n] == b"\r" else 0)
+            if held > max_line:
+                raise ProtocolError("control line exceeds the maximum length")
+            # Resume next time just before the end (a CR may be the last byte).
+            self._scan = max(pos, n - 1)
+            return pos
+        if i - pos > max_line:
+            raise ProtocolError("control line exceeds the maximum length")
+        line = bytes(buf[pos:i])
+        if b"\n" in line or b"\r" in line:
+            raise ProtocolError("bare CR or LF in control line")
+        self._line(line, events)
+        return self._take_pending(buf, i + 2, events)
+
+    def _line(self, line: bytes, events: list[Event]) -> None:
+        """Act on one whole control line (CRLF removed): an event, or a pending frame.
+
+        :raises ProtocolError: an unknown operation, or bad arguments for a known one.
+        """
+        args = line.split()
+        if not args:
+            raise ProtocolError("empty control line")
+        op = args[0].upper()
+        if op == b"MSG":
+            self._msg_line(args, False)
+            return
+        if op == b"HMSG":
+            self._msg_line(args, True)
+            return
+        bare = _BARE.get(op)
+        if bare is not None:
+            if len(args) != 1:
+                raise ProtocolError(f"{op.decode()} takes no arguments")
+            events.append(bare)
+        elif op == b"-ERR":
+            text = line.split(None, 1)[1].strip() if len(args) > 1 else b""
+            if len(text) >= 2 and text[:1] == b"'" and text[-1:] == b"'":
+                text = text[1:-1]
+            events.append(Err(_text(text)))
+        elif op == b"INFO":
+            if len(args) < 2:
+                raise ProtocolError("INFO without a payload")
+            try:
+                options = json.loads(line.split(None, 1)[1])
+            except (ValueError, RecursionError) as e:
+                raise ProtocolError(f"INFO is not valid JSON: {e}") from None
+            events.append(Info(validate_info(options)))
+        else:
+            raise ProtocolError(f"unknown protocol operation {args[0][:16]!r}")
+        self.controls += 1
 
     def _msg_line(self, args: list[bytes], has_headers: bool) -> None:
         n = len(args)
