@@ -43,8 +43,8 @@ from txnats.errors import InvalidArgumentError, OutboundBufferFullError
 from txnats.protocol.events import Msg
 from txnats.testing import NatsServer
 
-from ._helpers import wait_until
-from ._shared_server import ServerPerClass
+from .support.servers import ServerPerClass
+from .support.waits import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 """JetStream against a real ``nats-server -js``: streams, publishing, reading stored
 messages, pull consumers, the ordered consumer.
 
-One server per class (see ``tests/_shared_server.py``); each test works on streams
+One server per class (see ``tests/support/servers.py``); each test works on streams
 named after itself and deletes them. Every wait is a bounded Deferred; nothing sleeps
 except where the server's own timers are the subject (ack wait, in-progress), and
 then with short, explicit delays.
@@ -29,8 +29,8 @@ from txnats.errors import (
 )
 from txnats.jetstream import JetStreamContext, JsMsg, OrderedConsumer, PubAck, PullConsumer
 
-from ._helpers import WAIT, bounded, reactor, sleep
-from ._shared_server import ServerPerClass
+from .support.servers import ServerPerClass
+from .support.waits import WAIT, bounded, reactor, sleep
 
 
 class JetStreamCase(ServerPerClass, TestCase):

@@ -39,9 +39,10 @@ from txnats.jetstream import (
 )
 from txnats.protocol.events import Msg
 
-from ._helpers import bounded, reactor
-from ._shared_server import ServerPerClass
-from .test_jetstream_unit import JsHarness, ack_subject, msg_frame
+from .support.jetstream import JsHarness, ack_subject
+from .support.servers import ServerPerClass
+from .support.waits import bounded, reactor
+from .support.wire import msg_frame
 
 NAN = float("nan")
 INF = float("inf")

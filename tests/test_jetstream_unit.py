@@ -4,14 +4,14 @@ Pure functions (``parse_metadata``, ``api_error``, ``check_name``) are tested di
 Everything that needs a :class:`txnats.Client` drives a real one the way
 ``tests/test_client_unit.py`` does: ``MemoryReactorClock`` records the dial, the test
 plays the server on a ``StringTransport``, reads the frames the client wrote and feeds
-``MSG``/``HMSG`` frames back for the inboxes. Time moves only with ``clock.advance``.
+``MSG``/``HMSG`` frames back for the inboxes (:class:`tests.support.jetstream.JsHarness`).
+Time moves only with ``clock.advance``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -36,146 +36,19 @@ from txnats.errors import (
     TooManyStalledMsgsError,
     WrongLastSequenceError,
 )
-from txnats.jetstream import JetStreamContext, JsMsg, OrderedConsumer, PubAck
+from txnats.jetstream import JsMsg, OrderedConsumer, PubAck
 from txnats.jetstream._api import api_error, check_name
 from txnats.jetstream.msg import MsgMetadata, SequencePair, parse_metadata
 from txnats.protocol.events import Msg
-from txnats.protocol.headers import Headers, encode_headers, parse_headers
+from txnats.protocol.headers import encode_headers
 
-from .test_client_unit import ClientTestMixin, ServerSide
+from .support.jetstream import Frame, JsHarness, ack_subject, status_block
+from .support.wire import hmsg_frame, msg_frame
 
 ACK_V1 = "$JS.ACK.ORDERS.C1.2.100.7.1700000000000000001.42"
 
 
 # ============================================================================ helpers
-@dataclass
-class Frame:
-    """One command the client wrote."""
-
-    op: str
-    subject: str = ""
-    reply: str | None = None
-    data: bytes = b""
-    headers: Headers | None = None
-    sid: int = 0
-
-    def json(self) -> Any:
-        return json.loads(self.data) if self.data else None
-
-
-def parse_frames(raw: bytes) -> list[Frame]:
-    """Split what the client wrote into PUB/HPUB/SUB/UNSUB/PING/... frames."""
-    out: list[Frame] = []
-    pos = 0
-    while pos < len(raw):
-        end = raw.index(b"\r\n", pos)
-        op, *args = raw[pos:end].decode().split(" ")
-        pos = end + 2
-        if op == "PUB":
-            subject, *reply, size = args
-            n = int(size)
-            out.append(Frame(op, subject, reply[0] if reply else None, raw[pos : pos + n]))
-            pos += n + 2
-        elif op == "HPUB":
-            subject, *reply, hlen, tlen = args
-            body = raw[pos : pos + int(tlen)]
-            pos += int(tlen) + 2
-            out.append(Frame(
-                op, subject, reply[0] if reply else None, body[int(hlen) :],
-                parse_headers(body[: int(hlen)]),
-            ))
-        elif op == "SUB":
-            out.append(Frame(op, args[0], sid=int(args[-1])))
-        elif op == "UNSUB":
-            out.append(Frame(op, sid=int(args[0])))
-        else:
-            out.append(Frame(op))
-    return out
-
-
-def status_block(status: int, description: str = "", **headers: str) -> bytes:
-    h = Headers()
-    for k, v in headers.items():
-        h[k.replace("_", "-")] = v
-    block = encode_headers(h) if headers else b"NATS/1.0\r\n\r\n"
-    line = f"NATS/1.0 {status}" + (f" {description}" if description else "")
-    return line.encode() + block[len(b"NATS/1.0") :]
-
-
-def hmsg_frame(
-    subject: str, sid: int, header_block: bytes, data: bytes = b"", reply: str | None = None
-) -> bytes:
-    rep = b"" if reply is None else reply.encode() + b" "
-    return b"HMSG %s %d %s%d %d\r\n%s%s\r\n" % (
-        subject.encode(), sid, rep, len(header_block), len(header_block) + len(data),
-        header_block, data,
-    )
-
-
-def msg_frame(subject: str, sid: int, data: bytes = b"", reply: str | None = None) -> bytes:
-    rep = b"" if reply is None else reply.encode() + b" "
-    return b"MSG %s %d %s%d\r\n%s\r\n" % (subject.encode(), sid, rep, len(data), data)
-
-
-def ack_subject(stream: str, consumer: str, sseq: int, cseq: int, delivered: int = 1) -> str:
-    return f"$JS.ACK.{stream}.{consumer}.{delivered}.{sseq}.{cseq}.1700000000000000000.0"
-
-
-class JsHarness(ClientTestMixin):
-    """A connected client, its JetStream context, and the server's side of the wire."""
-
-    server: ServerSide
-    js: JetStreamContext
-
-    def setUp(self) -> None:
-        client, self.server = self.connected()
-        self.js = client.jetstream()
-        self.subs: dict[str, int] = {}
-
-    def written(self) -> list[Frame]:
-        """The frames written since the last call (after running the reactor turn)."""
-        self.clock.advance(0)
-        frames = parse_frames(self.server.transport.value())
-        self.server.reset()
-        for f in frames:
-            if f.op == "SUB":
-                self.subs[f.subject] = f.sid
-        return frames
-
-    def pubs(self, subject_prefix: str = "") -> list[Frame]:
-        return [
-            f for f in self.written()
-            if f.op in ("PUB", "HPUB") and f.subject.startswith(subject_prefix)
-        ]
-
-    def sid_for(self, subject: str) -> int:
-        if subject in self.subs:
-            return self.subs[subject]
-        wildcard = subject.rsplit(".", 1)[0] + ".*"
-        return self.subs[wildcard]
-
-    def send(self, data: bytes) -> None:
-        self.server.send(data)
-        self.clock.advance(0)
-
-    def answer(self, frame: Frame, body: Any) -> None:
-        """Answer a request frame with ``body`` (JSON-encoded unless bytes)."""
-        assert frame.reply is not None
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send(msg_frame(frame.reply, self.sid_for(frame.reply), data))
-
-    def answer_status(self, frame: Frame, status: int, description: str = "") -> None:
-        assert frame.reply is not None
-        self.send(hmsg_frame(
-            frame.reply, self.sid_for(frame.reply), status_block(status, description)
-        ))
-
-    def one_request(self, subject: str) -> Frame:
-        [f] = self.pubs()
-        self.assertEqual(f.subject, subject)  # type: ignore[attr-defined]
-        return f
-
-
 def err(code: int, err_code: int, description: str) -> dict[str, Any]:
     return {"error": {"code": code, "err_code": err_code, "description": description}}
 

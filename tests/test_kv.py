@@ -16,9 +16,9 @@ from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
-from tests._helpers import WAIT, bounded, reactor
-from tests._shared_server import ServerPerClass
 from tests.kv_interop_peer import NATSPY_VALUE
+from tests.support.servers import ServerPerClass
+from tests.support.waits import WAIT, bounded, reactor
 from txnats.errors import (
     APIError,
     BucketNotFoundError,

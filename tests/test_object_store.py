@@ -17,10 +17,11 @@ from twisted.internet import defer
 from twisted.trial.unittest import TestCase
 
 import txnats
-from tests._helpers import WAIT, bounded, reactor, temp_file, write_file
-from tests._shared_server import ServerPerClass
 from tests.obj_interop_peer import DESCRIPTION, HEADERS, payload
-from tests.test_interop import Peer
+from tests.support.files import temp_file, write_file
+from tests.support.peers import Peer
+from tests.support.servers import ServerPerClass
+from tests.support.waits import WAIT, bounded, reactor
 from txnats.errors import (
     APIError,
     BucketNotFoundError,

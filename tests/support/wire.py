@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["INFO", "info_line", "msg_frame"]
+__all__ = ["INFO", "hmsg_frame", "info_line", "msg_frame"]
 
 #: The INFO a fake server announces unless a test says otherwise.
 INFO: dict[str, Any] = {
@@ -27,3 +27,15 @@ def msg_frame(subject: str, sid: int, data: bytes = b"", reply: str | None = Non
     """A ``MSG`` frame for subscription ``sid``."""
     rep = b"" if reply is None else reply.encode() + b" "
     return b"MSG %s %d %s%d\r\n%s\r\n" % (subject.encode(), sid, rep, len(data), data)
+
+
+def hmsg_frame(
+    subject: str, sid: int, header_block: bytes, data: bytes = b"", reply: str | None = None
+) -> bytes:
+    """An ``HMSG`` frame for subscription ``sid``: ``header_block`` (``NATS/1.0 ...``)
+    then ``data``."""
+    rep = b"" if reply is None else reply.encode() + b" "
+    return b"HMSG %s %d %s%d %d\r\n%s%s\r\n" % (
+        subject.encode(), sid, rep, len(header_block), len(header_block) + len(data),
+        header_block, data,
+    )
