@@ -222,7 +222,7 @@ def atheris_main(argv: list[str]) -> int:
     import atheris
 
     # Instrument only the code under test (not Twisted, which txnats also imports).
-    for name in ("_parse", "_msg_line", "feed"):
+    for name in ("feed", "_parse", "_take_pending", "_control", "_line", "_msg_line"):
         setattr(Parser, name, atheris.instrument_func(getattr(Parser, name)))
     for name in ("validate_info", "_size", "_text"):
         setattr(_parser_mod, name, atheris.instrument_func(getattr(_parser_mod, name)))

@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnats.client import Client, Options
-from txnats.connection import NatsProtocol, classify_error
+from txnats.connection import NatsProtocol
 from txnats.errors import (
     AuthorizationError,
     ConnectError,
@@ -27,6 +27,7 @@ from txnats.errors import (
     ServerError,
     StaleConnectionError,
 )
+from txnats.protocol.errors import classify_error
 from txnats.testing import CountingTransport, FakeHandler
 
 from .support.wire import INFO, info_line

@@ -32,18 +32,18 @@ from txnats.errors import (
     ConnectError,
     ConnectionClosedError,
     NatsError,
-    PermissionViolationError,
     ProtocolError,
     ServerError,
     StaleConnectionError,
     TLSError,
 )
 from txnats.protocol.commands import PING, PONG, encode_connect, split_frames
+from txnats.protocol.errors import classify_error
 from txnats.protocol.events import Err, Info, Msg, Ping, Pong
 from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
 from txnats.tls import is_tls_failure
 
-__all__ = ["ConnectionHandler", "NatsProtocol", "classify_error"]
+__all__ = ["ConnectionHandler", "NatsProtocol"]
 
 log = Logger()
 
@@ -71,35 +71,6 @@ class ConnectionHandler(TypingProtocol):
     def read_finished(self) -> None: ...
     def outbound_drained(self) -> None: ...
     def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None: ...
-
-
-def classify_error(message: str) -> tuple[ServerError, bool]:
-    """Map a ``-ERR`` text to a typed error, and whether the connection survives it."""
-    low = message.lower()
-    if low.startswith("permissions violation"):
-        op = "subscribe" if "subscription" in low else "publish"
-        subject = ""
-        if " to " in message:
-            subject = message.split(" to ", 1)[1].strip()
-            if subject.startswith('"'):
-                subject = subject[1:].split('"', 1)[0]
-            else:
-                subject = subject.split(" ", 1)[0]
-        return PermissionViolationError(message, operation=op, subject=subject), True
-    if low.startswith(("invalid subject", "invalid publish subject",
-                       "maximum subscriptions exceeded")):
-        return ServerError(message), True
-    if (
-        "authorization" in low
-        or "authentication" in low
-        or low.startswith("user authentication")
-        or ("account" in low and "expired" in low)
-    ):
-        return AuthorizationError(message), False
-    if low.startswith("stale connection"):
-        err: ServerError = ServerError(message)
-        return err, False
-    return ServerError(message), False
 
 
 @implementer(IPushProducer)
