@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from txnats._connector import Connector
+from txnats._registry import Subscriptions
 from txnats._turns import Turns
 from txnats.connection import NatsProtocol
 from txnats.errors import NatsError, ServerError
@@ -23,8 +24,8 @@ __all__ = ["Link", "LinkedClient"]
 
 #: The client's internals this module calls, declared by :class:`LinkedClient`.
 HOUSE_PRIVATE_OK = {
-    "_deliver", "_info_received", "_server_error", "_outbound_drained",
-    "_connection_lost", "_connected", "_gave_up", "_turns", "_connector",
+    "_info_received", "_server_error", "_outbound_drained", "_connection_lost",
+    "_connected", "_gave_up", "_turns", "_connector", "_subs",
 }
 
 
@@ -33,8 +34,8 @@ class LinkedClient(Protocol):
 
     _turns: Turns
     _connector: Connector
+    _subs: Subscriptions
 
-    def _deliver(self, msgs: list[Msg]) -> None: ...
     def _info_received(self, info: dict[str, Any]) -> None: ...
     def _server_error(self, error: ServerError) -> None: ...
     def _outbound_drained(self) -> None: ...
@@ -46,34 +47,30 @@ class LinkedClient(Protocol):
 class Link:
     """What the client's connections and its connector report to: the
     :class:`~txnats.connection.ConnectionHandler` and
-    :class:`~txnats._connector.ConnectorHost` of one client, kept off its public API."""
+    :class:`~txnats._connector.ConnectorHost` of one client, kept off its public API.
+
+    The hooks a connection calls on every read (delivery, the turn scheduler, room in
+    the outbound buffer) are the client's own bound methods, stored here: no forwarding
+    call per read. The rest forward.
+    """
 
     def __init__(self, client: LinkedClient) -> None:
         self._client = client
+        turns = client._turns
+        self.msgs_received: Callable[[list[Msg]], None] = client._subs.deliver
+        self.schedule: Callable[..., None] = turns.schedule
+        self.read_started: Callable[[], None] = turns.read_started
+        self.read_finished: Callable[[], None] = turns.read_finished
+        self.outbound_drained: Callable[[], None] = client._outbound_drained
 
     def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
         return self._client._connector.connect_options(info)
-
-    def msgs_received(self, msgs: list[Msg]) -> None:
-        self._client._deliver(msgs)
 
     def info_received(self, info: dict[str, Any]) -> None:
         self._client._info_received(info)
 
     def server_error(self, error: ServerError) -> None:
         self._client._server_error(error)
-
-    def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        self._client._turns.schedule(fn, *args)
-
-    def read_started(self) -> None:
-        self._client._turns.read_started()
-
-    def read_finished(self) -> None:
-        self._client._turns.read_finished()
-
-    def outbound_drained(self) -> None:
-        self._client._outbound_drained()
 
     def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
         self._client._connection_lost(proto, reason)

@@ -372,7 +372,8 @@ class Publisher:
 
     def _send(self, frame: bytes, size: int, payload: int) -> None:
         """Queue an encoded PUB/HPUB frame (the tail of publish(), for the slower paths)."""
-        self._check_size(size)
+        if size > self._max_payload:
+            self._check_size(size)
         proto = self._writer
         if proto is not None:
             pending = proto.out_bytes + len(frame)

@@ -30,13 +30,23 @@ class Flushable(Protocol):
     def flush_now(self, bulk: bool = False) -> None: ...
 
 
+class Owner(Protocol):
+    """The client whose batches these are: its connection now (or None)."""
+
+    @property
+    def _proto(self) -> Flushable | None: ...
+
+
+#: The client's connection is read on each batch, declared by :class:`Owner`.
+HOUSE_PRIVATE_OK = {"_proto"}
+
+
 class Turns:
     """Runs queued work in batches; one per client."""
 
-    def __init__(self, clock: IReactorTime, current: Callable[[], Flushable | None]) -> None:
+    def __init__(self, clock: IReactorTime, owner: Owner) -> None:
         self._clock = clock
-        #: The connection the client writes to now (or None).
-        self._current = current
+        self._owner = owner
         self._soon: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         self._soon_call: IDelayedCall | None = None
         # True while a connection dispatches a read (see read_finished).
@@ -69,7 +79,8 @@ class Turns:
         self._soon = []
         # What the batch publishes (replies, above all) leaves at its end, below, rather
         # than from a timed call one reactor iteration later.
-        held = self._current()
+        owner = self._owner
+        held = owner._proto
         if held is not None:
             held.flush_held = True
         try:
@@ -81,7 +92,7 @@ class Turns:
         finally:
             if held is not None:
                 held.flush_held = False
-        proto = self._current()
+        proto = owner._proto
         if proto is not None and proto.out_parts:
             proto.flush_now()
 

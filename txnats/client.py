@@ -70,6 +70,8 @@ __all__ = ["DEFAULT_URL", "Client", "ClientState", "Options", "Statistics"]
 
 log = Logger()
 
+_INF = float("inf")
+
 class ClientState(StrEnum):
     """The states of a client (strings, for logging and comparison)."""
 
@@ -116,7 +118,7 @@ class Client(Publisher):
         #: INFO of the server we are (or were last) connected to.
         self.server_info: dict[str, Any] = {}
         self._reconnects = 0
-        self._turns = Turns(clock, lambda: self._proto)
+        self._turns = Turns(clock, self)
         self._init_publisher(opts)
         self._subs = Subscriptions(
             clock, self._turns.schedule, self._report, self, lambda: self._proto
@@ -315,10 +317,7 @@ class Client(Publisher):
                 [s.redacted for s in new],
             )
 
-    # What the connection reports (through _Link) -----------------------------------
-    def _deliver(self, msgs: list[Msg]) -> None:
-        self._subs.deliver(msgs)
-
+    # What the connection reports (through Link) ------------------------------------
     def _info_received(self, info: dict[str, Any]) -> None:
         self.server_info = info
         mp = info.get("max_payload")
@@ -523,10 +522,16 @@ class Client(Publisher):
         # Everything about the call is checked before the request inbox is made or a
         # deadline armed.
         try:
-            timeout = check_timeout("timeout", timeout)
+            if type(timeout) is not float or not 0.0 < timeout < _INF:  # (NaN fails too)
+                timeout = check_timeout("timeout", timeout)
             subj = publish_subject(subject)
-            payload, hdr = self._payload(data, headers)
-            self._check_size(len(payload) if hdr is None else len(payload) + len(hdr))
+            if headers is None and type(data) is bytes:
+                payload, hdr = data, None
+            else:
+                payload, hdr = self._payload(data, headers)
+            size = len(payload) if hdr is None else len(payload) + len(hdr)
+            if size > self._max_payload:
+                self._check_size(size)
         except NatsError as e:
             return fail(e)
         if self._state == _S.CLOSED:

@@ -79,6 +79,7 @@ class RequestMux:
 
     def __init__(self, client: Client, prefix: str) -> None:
         self._client = client
+        self._clock = client.clock
         #: Reply subjects are ``prefix + token``; ``prefix`` ends with a dot.
         self.prefix = prefix
         self._plen = len(prefix)
@@ -109,7 +110,7 @@ class RequestMux:
         token = f"{self._next:x}"
         d: Deferred[Msg] = Deferred(lambda _: self._cancel(token))
         if timeout is not None:
-            clock = self._client.clock
+            clock = self._clock
             deadline = clock.seconds() + timeout
             if len(self._deadlines) > 1024 and len(self._deadlines) > 2 * len(self._pending):
                 self._compact()  # (a new list: read self._deadlines after this)
@@ -130,7 +131,7 @@ class RequestMux:
 
     def _expire_due(self) -> None:
         self._timer = None
-        clock = self._client.clock
+        clock = self._clock
         now = clock.seconds()
         deadlines = self._deadlines
         pending = self._pending
