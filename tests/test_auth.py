@@ -26,7 +26,7 @@ from tests.support.files import free_port, temp_file
 from tests.support.waits import WAIT, bounded, reactor, wait_until
 from txnats import AuthorizationError, ClientState, ConnectError, CredentialsError, auth
 from txnats.servers import ServerPool, parse_server
-from txnats.testing import NatsServer
+from txnats.testing import NatsCluster, NatsServer
 
 # ---------------------------------------------------------------------- server configs
 USER, PASSWORD = "alice", "pw-Alice-9f3c1e"
@@ -351,16 +351,10 @@ class DiscoveredServerCredentialsTests(AuthTestCase):
 
     async def test_failover_keeps_url_credentials(self) -> None:
         """user:pass@seed of a 2-node cluster: after the seed dies, the other node accepts."""
-        route_a, route_b = free_port(), free_port()
-
-        def config(listen: int, peer: int) -> str:
-            return (
-                f"{USERS_CONFIG}cluster {{\n  name: authc\n  listen: 127.0.0.1:{listen}\n"
-                f"  routes: [nats-route://127.0.0.1:{peer}]\n}}\n"
-            )
-
-        node_a = self.start_server(config(route_a, route_b))
-        node_b = self.start_server(config(route_b, route_a))
+        # NatsCluster, not free_port(): see DiscoveredHostnameTests in test_tls.py.
+        cluster = NatsCluster(2, cluster_name="authc", config=USERS_CONFIG).start()
+        self.addCleanup(cluster.stop)
+        node_a, node_b = cluster[0], cluster[1]
         b_hostport = f"127.0.0.1:{node_b.port}"
         reconnected: list[bool] = []
         nc = await self.connect(

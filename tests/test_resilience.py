@@ -28,6 +28,7 @@ from txnats import (
     SubscriptionClosedError,
     connect,
 )
+from txnats.client import Options
 from txnats.testing import FaultProxy, NatsCluster, NatsServer
 
 from .support.clients import CLIENT_STATES, ClientTestMixin, endpoint
@@ -141,7 +142,10 @@ class Figure1PublishThroughKillsTests(ClusterTestCase):
         async def wait_for_subscriber() -> None:
             handed = seq - nc.pending_bytes // frame_len
             target = handed - self.LAG
-            if received and received[-1] < target:
+            # Nothing received yet is the furthest behind, not a reason not to wait: on a
+            # busy machine the first 4000 (or, after a kill took them all, the next
+            # 8000) can still be in the servers when the node dies.
+            if (received[-1] if received else 0) < target:
                 d: Deferred[None] = Deferred()
                 catch_up.append((target, d))
                 await bounded(d, 15, f"subscriber catching up to {target}")
@@ -576,14 +580,29 @@ class Figure4ThunderingHerdTests(ClusterTestCase):
     DEADLINE = 5.0
 
     async def test_32_clients_fail_over_and_spread(self) -> None:
-        """32 clients on one node of 3, kill it: all back within 5 s, 8..24 per survivor."""
+        """32 clients on one node of 3, kill it: all back within 5 s, 8..24 per survivor.
+
+        Each client shuffles the two servers it discovers with its own generator, and
+        tries the first of them when node 0 dies. With unseeded generators the split is
+        Binomial(32, 1/2), outside 8..24 once in ~480 runs; each client here gets
+        ``Random(i)`` instead, so its coin is fixed: node 0 gives every client the
+        same ``connect_urls``, and seeds 0..31 split them 14/18 (18/14 for the other
+        order). That clients made without ``rng`` are seeded independently is
+        ``test_server_pool.OrderingTests.test_default_generators_differ``.
+        """
         node0 = self.cluster[0]
         clients: list[tuple[Client, ClientEvents]] = []
-        for _ in range(self.CLIENTS):
+        for i in range(self.CLIENTS):
             events = ClientEvents()
-            nc = await self.client(
-                node0.url, reconnect_wait=0.5, max_reconnect_attempts=-1, **events.callbacks()
+            options = Options(
+                connect_timeout=2.0,
+                reconnect_wait=0.5,
+                max_reconnect_attempts=-1,
+                **events.callbacks(),
             )
+            client = Client(reactor, node0.url, options, rng=Random(i))
+            nc = await bounded(client.start(), 10, f"connect to {node0.url}")
+            self.addCleanup(nc.close)
             self.assertEqual(nc.connected_url, node0.url)
             self.assertEqual(len(nc.servers), 3)  # the other two were discovered
             clients.append((nc, events))
@@ -814,7 +833,25 @@ class Figure7ChaosTests(ClusterTestCase):
                     await sleep(0.2)
                     proxy.pass_through()
                 else:
-                    await bounded(proxy.cut_next_frame(), 5, "a cut frame")
+                    armed_on, armed_at = proxy.url, reactor.seconds()
+                    try:
+                        await bounded(proxy.cut_next_frame(), 5, "a cut frame")
+                    except AssertionError as e:
+                        # Seen once in ~50 full runs under load (a session whose client
+                        # side was gone took the cut: guarded in the proxy since). Should
+                        # it happen again, say where things were.
+                        state = [
+                            (p.url, str(p.mode), [(c.number, c.open, c.bytes_from_server)
+                                                  for c in p.sessions[-3:]])
+                            for p in proxies
+                        ]
+                        recent = {k: [round(t - armed_at, 3) for t in v[-3:]]
+                                  for k, v in events.times.items()}
+                        raise AssertionError(
+                            f"{e}: armed on {armed_on}; client now on {nc.connected_url} "
+                            f"({nc.state}); proxies (url, mode, last sessions (number, open, "
+                            f"bytes from server)) {state}; client events since arming {recent}"
+                        ) from None
                 forget_recordings()
 
         workers = [Deferred.fromCoroutine(worker(w)) for w in range(self.WORKERS)]

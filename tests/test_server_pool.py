@@ -16,6 +16,7 @@ from typing import Any
 
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -296,6 +297,15 @@ class OrderingTests(SynchronousTestCase):
         self.assertEqual(pool.servers[22:], new)
         self.assertEqual(sorted(s.hostport for s in new), sorted(second))
         self.assertNotEqual([s.hostport for s in new], second)
+
+    def test_default_generators_differ(self) -> None:
+        """Clients made without ``rng`` shuffle with generators of their own, seeded
+        differently: 8 clients, 8 orders of 20 servers (the same order twice by chance:
+        about 1 in 10**17). Figure 4 (test_resilience) seeds its clients, so this is
+        what proves that clients left to themselves spread over a cluster."""
+        urls = [f"nats://127.0.0.1:{4000 + i}" for i in range(20)]
+        orders = {tuple(Client(MemoryReactorClock(), urls).servers) for _ in range(8)}
+        self.assertEqual(len(orders), 8)
 
 
 class FailoverSkipsForgottenServersTests(ClientTestMixin, SynchronousTestCase):

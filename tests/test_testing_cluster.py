@@ -464,6 +464,36 @@ class NatsClusterLifecycleTests(SynchronousTestCase):
         self.assertEqual(len(offered), 2)
         self.assertNotIn(taken, [node.port for node in cluster])
 
+    def test_retryOnRoutePortRace(self) -> None:
+        """
+        A taken route port is a failed start too, retried on fresh ports:
+        nats-server binds it only after it says it is ready for clients, then
+        exits, which used to leave L{NatsCluster.start} returning with that
+        node dead.
+        """
+        blocker = socket.socket()
+        self.addCleanup(blocker.close)
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        real_free_ports = _cluster._free_ports
+        offered: list[list[int]] = []
+
+        def free_ports(host: str, count: int) -> list[int]:
+            ports = real_free_ports(host, count)
+            if not offered:
+                ports[3] = taken  # node 2's route port (client, route, monitor ports)
+            offered.append(ports)
+            return ports
+
+        self.patch(_cluster, "_free_ports", free_ports)
+        cluster = NatsCluster(2, cluster_name="race")
+        self.addCleanup(cluster.stop)
+        cluster.start()
+        self.assertEqual(len(offered), 2)
+        self.assertNotIn(taken, [node.route_port for node in cluster])
+        self.assertTrue(all(node.running for node in cluster))
+
     def test_failureReported(self) -> None:
         """
         A configuration the servers reject makes L{NatsCluster.start} raise

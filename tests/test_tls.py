@@ -26,11 +26,11 @@ import trustme
 from twisted.trial import unittest
 
 import txnats
-from tests.support.files import free_port, temp_file, write_file
+from tests.support.files import temp_file, write_file
 from tests.support.waits import WAIT, bounded, reactor, sleep, wait_until
 from txnats import ConnectError, TLSError
 from txnats.servers import ServerPool, parse_server
-from txnats.testing import FaultProxy, NatsServer
+from txnats.testing import FaultProxy, NatsCluster, NatsServer
 from txnats.tls import TLSConfig
 
 #: connect_timeout given to clients in failure cases.
@@ -352,17 +352,12 @@ class DiscoveredHostnameTests(TLSTestCase):
     async def test_cluster_failover_to_ip_only_node(self) -> None:
         """With a 'localhost'-only certificate, failover to 127.0.0.1:<B> verifies as localhost."""
         self.certs = Certs(temp_file(self, "certs"), names=("localhost",))
-        tls = self.certs.tls_block()
-        route_a, route_b = free_port(), free_port()
-
-        def config(listen: int, peer: int) -> str:
-            return (
-                f"{tls}cluster {{\n  name: tlsc\n  listen: 127.0.0.1:{listen}\n"
-                f"  routes: [nats-route://127.0.0.1:{peer}]\n}}\n"
-            )
-
-        node_a = self.start_server(config(route_a, route_b))
-        node_b = self.start_server(config(route_b, route_a))
+        # NatsCluster picks the route ports and starts again on fresh ones if a node
+        # cannot bind its own (nats-server says it is ready before it binds the route
+        # port, then exits), and returns once the two nodes are routed to each other.
+        cluster = NatsCluster(2, cluster_name="tlsc", config=self.certs.tls_block()).start()
+        self.addCleanup(cluster.stop)
+        node_a, node_b = cluster[0], cluster[1]
         b_hostport = f"127.0.0.1:{node_b.port}"
         # Control: the certificate does not cover the IP address.
         await self.assert_connect_fails(

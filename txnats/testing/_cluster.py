@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any, Protocol
 
-from txnats.testing._server import NatsServer, ServerStartError
+from txnats.testing._server import READY_MARKER, NatsServer, ServerStartError
 
 __all__ = ["ClusterNode", "NatsCluster"]
 
@@ -41,6 +41,9 @@ _POLL_INTERVAL = 0.05
 
 #: Seconds one HTTP request to a monitoring endpoint may take at most.
 _HTTP_TIMEOUT = 2.0
+
+#: Logged once the route port is bound (after READY_MARKER).
+_ROUTE_LISTENING = "Listening for route connections on "
 
 #: Log fragment meaning some listener could not be bound.
 _BIND_FAILURE = "address already in use"
@@ -184,6 +187,12 @@ class ClusterNode(NatsServer):
         self._route_port = route_port
         self._monitor_port = monitor_port
         self._config_text = config
+        # nats-server says it is ready for clients before it binds the route port, and
+        # exits if that fails (another process took the port since _free_ports): only
+        # the route listener makes the start a success, so that a taken route port is
+        # a failed start, which NatsCluster.start retries on fresh ports, and not a
+        # node that dies just after start() returned.
+        self._ready_markers = (READY_MARKER, _ROUTE_LISTENING)
 
     @property
     def index(self) -> int:

@@ -334,6 +334,10 @@ class ProxiedConnection:
         mode = self._proxy.mode
         if mode == DROP:
             return
+        if self._client is None:
+            # The client side is gone: no frame of this session can be cut any more, so
+            # an armed cut waits for a live one (taking it here left it never fired).
+            return
         waiters = self._proxy._take_cut_waiters()
         if waiters is None:
             self._to_client.send(data, mode.seconds)

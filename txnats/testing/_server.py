@@ -253,6 +253,8 @@ class NatsServer:
         self._binary = binary
         self._store_dir = store_dir
         self._startup_timeout = startup_timeout
+        #: Log fragments that must all have been printed before L{start} returns.
+        self._ready_markers: tuple[str, ...] = (READY_MARKER,)
 
         self._lock = threading.Lock()
         #: Notified (holding C{_lock}) whenever log lines are appended.
@@ -615,7 +617,7 @@ class NatsServer:
             lines = [raw.decode("utf-8", "replace").rstrip("\r") for raw in complete]
             attempt_lines.extend(lines)
             self._append(lines)
-            if any(READY_MARKER in line for line in lines):
+            if all(any(m in line for line in attempt_lines) for m in self._ready_markers):
                 self._port = self._listening_port(attempt_lines, port)
                 self._start_reader(fd, pending)
                 return _Attempt.READY, attempt_lines
@@ -689,7 +691,7 @@ class NatsServer:
     def _describe_failure(self, outcome: _Attempt, port: int, tail: list[str]) -> str:
         if outcome == _Attempt.TIMEOUT:
             reason = (
-                f"nats-server did not log {READY_MARKER!r} within "
+                f"nats-server did not log {' and '.join(map(repr, self._ready_markers))} within "
                 f"{self._startup_timeout:g} seconds (timed out)"
             )
         else:
