@@ -311,6 +311,59 @@ class EchoProxyTests(ProxyTestsMixin, TestCase):
             await connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", port), Peer())
         await self.proxy.stop()
 
+    async def waitUntil(self, predicate: Callable[[], bool]) -> None:
+        """Poll C{predicate} until it holds; fail after L{TIMEOUT} seconds."""
+        deadline = time.monotonic() + TIMEOUT
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail(f"still false after {TIMEOUT}s: {predicate}")
+            await deferLater(reactor, 0.01, lambda: None)
+
+    async def test_cutSkipsSessionWithClientGone(self) -> None:
+        """
+        A session whose client side has closed while its server side is still
+        open (in C{delay} mode the proxy closes the server side only once the
+        client's last bytes are delivered) does not take an armed cut when the
+        server sends on it: no frame of it can reach a client, and its client
+        side is already lost, so the cut's Deferred would never fire. The cut
+        stays armed, and the next server chunk on a live session takes it.
+        """
+        gone = await self.connect(self.proxy.port)
+        gone.send(b"a")
+        await gone.wait_for_bytes(b"a")
+        live = await self.connect(self.proxy.port)
+        live.send(b"b")
+        await live.wait_for_bytes(b"b")
+        gone_session, live_session = self.proxy.sessions
+        gone_server, live_server = self.echo.peers
+
+        # The client's last bytes wait in the proxy far longer than the test
+        # runs, so the server side stays open after the client closes; stop()
+        # (a cleanup) aborts it and cancels the delivery.
+        self.proxy.delay(TIMEOUT * 4)
+        gone.send(b"last")
+        assert gone.transport is not None
+        gone.transport.loseConnection()
+        await gone.when_lost()
+        # Private, as nothing public shows the proxy has seen the client's close.
+        await self.waitUntil(lambda: gone_session._client is None)
+        self.proxy.pass_through()
+
+        cut = self.proxy.cut_next_frame()
+        gone_server.send(b"to nobody")
+        await self.waitUntil(lambda: gone_session.server_data.endswith(b"to nobody"))
+        self.assertNoResult(cut)
+        self.assertFalse(gone_session.cut)
+        self.assertTrue(gone_session.open)
+        self.assertEqual(gone_server.reason, None)
+
+        live_server.send(b"0123456789")
+        session = await cut.addTimeout(TIMEOUT, reactor)
+        self.assertIs(session, live_session)
+        self.assertTrue(live_session.cut)
+        assertReset(self, await live.when_lost())
+        self.assertEqual(bytes(live.received), b"b01234")
+
 
 class TargetDownTests(ProxyTestsMixin, TestCase):
     """
