@@ -26,6 +26,11 @@ __all__ = ["check_count", "check_delay", "check_reactor", "check_timeout"]
 
 
 def _seconds(name: str, value: object) -> float:
+    if type(value) is float or type(value) is int:
+        seconds = float(value)  # (the common case, without the slower ABC check below)
+        if math.isnan(seconds):
+            raise InvalidArgumentError(f"{name} must be a number of seconds, not NaN")
+        return seconds
     if isinstance(value, bool) or not isinstance(value, Real):
         raise InvalidArgumentTypeError(
             f"{name} must be a number of seconds, not {type(value).__name__}"

@@ -44,6 +44,8 @@ HOUSE_PRIVATE_OK = {"_client"}
 
 log = Logger()
 
+_INF = float("inf")
+
 #: What ``subscribe(handler=...)`` accepts: a callable taking a :class:`Msg` that returns
 #: ``None``, a Deferred or a coroutine.
 Handler = Callable[[Msg], Deferred[Any] | Coroutine[Any, Any, Any] | Awaitable[Any] | None]
@@ -434,7 +436,8 @@ class Subscription:
         why it ended (``SubscriptionClosedError``, ``ConnectionClosedError``, or the
         server's ``PermissionViolationError``).
         """
-        timeout = check_timeout("timeout", timeout)
+        if timeout is not None and (type(timeout) is not float or not 0.0 < timeout < _INF):
+            timeout = check_timeout("timeout", timeout)  # (NaN fails the test above too)
         if self._mailbox and not self._waiters and self._handler is None:
             return self._take_next()
         return await self._wait_next(timeout)
