@@ -316,6 +316,87 @@ class DocstringStyleTests(TreeTestCase):
             '''}, "docstring-style")
         self.assertEqual(found, [])
 
+    def test_epytext(self) -> None:
+        """Epytext fields starting a line (any of them, indented or not) and ``L{``,
+        ``C{``, ``I{`` anywhere are flagged at their own line, in functions, classes and
+        modules: each marker once per line, several markers on one line each once."""
+        found = self.violations({"txnats/m.py": '''\
+            """Module: see L{C}.
+            @type x: int
+            """
+
+
+            class C:
+                """A class with I{emphasis}.
+
+                @ivar n: the count, C{0} at first or C{1} with L{f} and C{x}.
+                """
+
+                def f(self, x):
+                    """Do it.
+
+                    @param x: the thing.
+                    @return: the result.
+                    @returns: the result.
+                    @rtype: int
+                    @raise ValueError: when not.
+                    @raises TypeError: when not either.
+                    """
+            '''}, "docstring-style")
+        self.assertEqual([(line, detail.split(" ")[0]) for _, line, detail in found], [
+            (1, "'L{...}'"),
+            (2, "'@type'"),
+            (7, "'I{...}'"),
+            (9, "'@ivar'"),
+            (9, "'C{...}'"),
+            (9, "'L{...}'"),
+            (15, "'@param'"),
+            (16, "'@return'"),
+            (17, "'@returns'"),
+            (18, "'@rtype'"),
+            (19, "'@raise'"),
+            (20, "'@raises'"),
+        ])
+        self.assertIn("epytext field (the house style is reST", found[1][2])
+        self.assertIn("epytext markup (the house style is reST", found[0][2])
+
+    def test_epytext_lookalikes_allowed(self) -> None:
+        """reST roles and literals, an ``@`` that does not start a field at the start of
+        a line, braces after other letters, and epytext outside docstrings (comments,
+        other strings) are fine."""
+        found = self.violations({"txnats/m.py": '''\
+            """Module: :class:`C` and ``C`` and *emphasis*."""
+
+            # L{C} and C{x} in a comment, and @param x: too.
+            TEMPLATE = "L{name} C{code}"
+
+
+            class C:
+                """Mention the @param field, the @return value, mail x@raise.org.
+
+                Decorated with ``@property``, formatted with ``f"{CL}{x}"``:
+
+                    @property
+                    def n(self): ...
+
+                @typed and @parameter are other words; SQL{x}, ABC{1} and {C} are
+                not markup.
+                """
+
+                def f(self, x):
+                    """Do it.
+
+                    :param x: the thing, ``None`` or a :class:`C`.
+                    :ivar n: the count.
+                    :type x: int
+                    :rtype: int
+                    :raises ValueError: when not.
+                    :returns: the result.
+                    """
+                    return "@param x: C{x}"
+            '''}, "docstring-style")
+        self.assertEqual(found, [])
+
 
 class CommandLineTests(TreeTestCase):
     def test_subprocess(self) -> None:

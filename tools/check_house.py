@@ -20,8 +20,12 @@ private-access   No ``X._name`` (not a dunder) unless X is ``self``, ``cls``,
                  and a member of a typing.Protocol defined in or imported (by name) into
                  the module; a listed name no such Protocol declares is a violation.
 docstring-style  No Google/NumPy sections (``Args:``, ``Returns:``, ``Raises:``...;
-                 ``Parameters`` over ``----``): the house style is reST (``:param x:``,
-                 ``:raises X:``, ``:returns:``).
+                 ``Parameters`` over ``----``) and no epytext: neither a field
+                 starting a line (``@param``, ``@return(s)``, ``@raise(s)``, ``@ivar``,
+                 ``@type``, ``@rtype``) nor markup anywhere (``L{``, ``C{``, ``I{``).
+                 The house style is reST (``:param x:``, ``:raises X:``,
+                 ``:returns:``; double backquotes, ``:class:`` and the other roles,
+                 ``*emphasis*``). Each marker is reported once per line it is on.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES, REPORT_FUNCTION_LINES = 800, 80, 60
 MARKER = re.compile(r"\blong-function:\s*\S")
 GOOGLE = re.compile(r"\s*(Args|Arguments|Keyword Args|Keyword Arguments|Returns?|Raises|Yields?):")
 NUMPY = {"Parameters", "Other Parameters", "Returns", "Yields", "Raises", "Warns"}
+EPYTEXT_FIELD = re.compile(r"\s*(@(?:param|returns?|raises?|ivar|type|rtype))\b")
+EPYTEXT_MARKUP = re.compile(r"\b[LCI]\{")
 PROTOCOL_BASES = {"typing.Protocol", "typing_extensions.Protocol"}
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -242,10 +248,18 @@ def check_docstrings(mod: Module) -> Iterator[Violation]:
             node, clean=False)  # as written, so that its lines are the file's
         lines = [*doc.splitlines(), ""] if doc else []
         for i, text in enumerate(lines[:-1]):
+            line = node.body[0].lineno + i
             numpy = text.strip() in NUMPY and re.fullmatch(r"\s*-{3,}\s*", lines[i + 1])
             if GOOGLE.match(text) or numpy:
-                yield (mod.path, node.body[0].lineno + i, "docstring-style", f"{text.strip()!r} "
+                yield (mod.path, line, "docstring-style", f"{text.strip()!r} "
                        "section (the house style is reST: :param x:, :raises X:, :returns:)")
+            field = EPYTEXT_FIELD.match(text)
+            if field:
+                yield (mod.path, line, "docstring-style", f"{field.group(1)!r} epytext field "
+                       "(the house style is reST: :param x:, :raises X:, :returns:)")
+            for markup in dict.fromkeys(m.group() for m in EPYTEXT_MARKUP.finditer(text)):
+                yield (mod.path, line, "docstring-style", f"{markup + '...}'!r} epytext markup "
+                       "(the house style is reST: ``literal``, :class:`Name`, *emphasis*)")
 
 
 # -- driver --------------------------------------------------------------------------

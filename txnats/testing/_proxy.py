@@ -1,13 +1,13 @@
 """
 A TCP proxy that puts network faults between a client and a server.
 
-L{FaultProxy} listens on a free loopback port and forwards every connection
-to a target (usually a L{txnats.testing.NatsServer}). While connections are
-open a test can change how bytes flow: pass them, drop them, stop them
-(blackhole), delay them, reset every connection, cut the next server frame in
-half, or refuse new connections. It records what each client sent, so a test
-can also assert on the bytes themselves (for instance that no plaintext
-C{CONNECT} ever crossed the wire).
+:class:`FaultProxy` listens on a free loopback port and forwards every
+connection to a target (usually a :class:`txnats.testing.NatsServer`). While
+connections are open a test can change how bytes flow: pass them, drop them,
+stop them (blackhole), delay them, reset every connection, cut the next server
+frame in half, or refuse new connections. It records what each client sent, so
+a test can also assert on the bytes themselves (for instance that no plaintext
+``CONNECT`` ever crossed the wire).
 
 It runs in the Twisted reactor given to it and imports no global reactor.
 """
@@ -57,16 +57,17 @@ HOUSE_PRIVATE_OK = {
 @dataclass(frozen=True)
 class ProxyMode:
     """
-    How a L{FaultProxy} treats bytes on open connections, in both directions.
+    How a :class:`FaultProxy` treats bytes on open connections, in both directions.
 
-      - C{pass}: forward at once.
-      - C{drop}: keep reading (and recording) but forward nothing.
-      - C{blackhole}: stop reading and forwarding; the connections stay open
+      - ``pass``: forward at once.
+      - ``drop``: keep reading (and recording) but forward nothing.
+      - ``blackhole``: stop reading and forwarding; the connections stay open
         and bytes wait in the kernels' buffers, as in a network partition.
         Bytes delayed before the switch wait too.
-      - C{delay}: forward each chunk C{seconds} after it arrived, in order.
+      - ``delay``: forward each chunk ``seconds`` after it arrived, in order.
 
-    Use the constants L{PASS}, L{DROP}, L{BLACKHOLE} and L{ProxyMode.delay}.
+    Use the constants :data:`PASS`, :data:`DROP`, :data:`BLACKHOLE` and
+    :meth:`ProxyMode.delay`.
     """
 
     name: ModeName
@@ -74,7 +75,7 @@ class ProxyMode:
 
     @classmethod
     def delay(cls, seconds: float) -> ProxyMode:
-        """The mode that forwards each chunk C{seconds} after it arrived."""
+        """The mode that forwards each chunk ``seconds`` after it arrived."""
         if seconds < 0:
             raise ValueError(f"a delay cannot be negative: {seconds!r}")
         return cls("delay", float(seconds))
@@ -97,7 +98,7 @@ class _AbortWhenFlushed:
     A transport asks a registered pull producer for more each time its write
     buffer runs empty; the first request comes at registration. So the first
     call writes, and the second (the buffer has drained) aborts. Calling
-    C{abortConnection} right after C{write} would discard the bytes unsent.
+    ``abortConnection`` right after ``write`` would discard the bytes unsent.
     """
 
     def __init__(self, transport: ITCPTransport, data: bytes) -> None:
@@ -167,12 +168,12 @@ class _Pipe:
         self._done = False
 
     def attach(self, transport: ITCPTransport) -> None:
-        """Start delivering to C{transport}."""
+        """Start delivering to ``transport``."""
         self._transport = transport
         self.flush()
 
     def send(self, data: bytes, delay: float, cut: bool = False) -> None:
-        """Queue C{data} for delivery C{delay} seconds from now."""
+        """Queue ``data`` for delivery ``delay`` seconds from now."""
         if self._done:
             return
         self._queue.append((self._clock.seconds() + delay, data, cut))
@@ -225,15 +226,15 @@ class _Pipe:
 
 class ProxiedConnection:
     """
-    One client connection through a L{FaultProxy} and the proxy's own
+    One client connection through a :class:`FaultProxy` and the proxy's own
     connection to the target for it.
 
-    @ivar number: the order in which the proxy accepted it, from 0.
-    @ivar bytes_from_client: bytes read from the client.
-    @ivar bytes_to_server: bytes forwarded to the server.
-    @ivar bytes_from_server: bytes read from the server.
-    @ivar bytes_to_client: bytes forwarded to the client.
-    @ivar cut: whether L{FaultProxy.cut_next_frame} cut this connection.
+    :ivar number: the order in which the proxy accepted it, from 0.
+    :ivar bytes_from_client: bytes read from the client.
+    :ivar bytes_to_server: bytes forwarded to the server.
+    :ivar bytes_from_server: bytes read from the server.
+    :ivar bytes_to_client: bytes forwarded to the client.
+    :ivar cut: whether :meth:`FaultProxy.cut_next_frame` cut this connection.
     """
 
     def __init__(self, proxy: FaultProxy, number: int, client: ITCPTransport) -> None:
@@ -478,7 +479,7 @@ class _ServerSideFactory(Factory[_ServerSide]):
 
 class FaultProxy:
     """
-    A TCP proxy on a free loopback port that forwards to C{host:port} and
+    A TCP proxy on a free loopback port that forwards to ``host:port`` and
     injects faults on request.
 
     Typical use in a trial test::
@@ -495,11 +496,11 @@ class FaultProxy:
     come. The proxy buffers in memory without flow control: it is meant for
     test-sized traffic.
 
-    @param reactor: provides C{IReactorTCP} and C{IReactorTime}.
-    @param host: the target's address.
-    @param port: the target's port.
-    @param listen_host: the address to listen on.
-    @param connect_timeout: seconds to wait for the target to accept.
+    :param reactor: provides ``IReactorTCP`` and ``IReactorTime``.
+    :param host: the target's address.
+    :param port: the target's port.
+    :param listen_host: the address to listen on.
+    :param connect_timeout: seconds to wait for the target to accept.
     """
 
     def __init__(
@@ -519,7 +520,7 @@ class FaultProxy:
         self._mode = PASS
         #: When true, new connections are accepted and aborted at once (RST).
         self.refuse = False
-        #: How many connections were refused because of L{refuse}.
+        #: How many connections were refused because of :attr:`refuse`.
         self.refused = 0
         self._listening: IListeningPort | None = None
         self._port: int | None = None
@@ -531,9 +532,9 @@ class FaultProxy:
 
     def listen(self) -> int:
         """
-        Start listening on a free port of C{listen_host}.
+        Start listening on a free port of ``listen_host``.
 
-        @return: the port.
+        :returns: the port.
         """
         if self._listening is not None:
             raise RuntimeError(f"{self!r} is already listening")
@@ -549,7 +550,7 @@ class FaultProxy:
         """
         Stop listening and abort every connection.
 
-        @return: a Deferred that fires once the port is closed and every
+        :returns: a Deferred that fires once the port is closed and every
             connection is gone. Calling it again is harmless.
         """
         listening, self._listening = self._listening, None
@@ -582,7 +583,7 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
-        """A NATS URL for the proxy, such as C{nats://127.0.0.1:40123}."""
+        """A NATS URL for the proxy, such as ``nats://127.0.0.1:40123``."""
         host = f"[{self._listen_host}]" if ":" in self._listen_host else self._listen_host
         return f"nats://{host}:{self.port}"
 
@@ -590,7 +591,7 @@ class FaultProxy:
 
     @property
     def mode(self) -> ProxyMode:
-        """The current L{ProxyMode}; assign one to change it."""
+        """The current :class:`ProxyMode`; assign one to change it."""
         return self._mode
 
     @mode.setter
@@ -616,7 +617,7 @@ class FaultProxy:
         self.mode = BLACKHOLE
 
     def delay(self, seconds: float) -> None:
-        """Forward each chunk C{seconds} after it arrived."""
+        """Forward each chunk ``seconds`` after it arrived."""
         self.mode = ProxyMode.delay(seconds)
 
     def reset_all(self) -> int:
@@ -624,7 +625,7 @@ class FaultProxy:
         Abort every open connection now: both the client and the server see
         a reset (RST). New connections are still accepted.
 
-        @return: how many connections were reset.
+        :returns: how many connections were reset.
         """
         connections = list(self._open)
         for connection in connections:
@@ -638,7 +639,7 @@ class FaultProxy:
         aborted once those bytes are written (and the server connection at
         once). A NATS frame arrives cut in half.
 
-        @return: a Deferred that fires with the connection once it is cut.
+        :returns: a Deferred that fires with the connection once it is cut.
             Cancelling it disarms the cut if it has not happened yet.
         """
 

