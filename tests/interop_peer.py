@@ -24,6 +24,7 @@ import asyncio
 import base64
 import json
 import sys
+from typing import Any
 
 PEER_TIMEOUT = 30.0
 MSG_TIMEOUT = 10.0
@@ -49,6 +50,16 @@ def describe(msg) -> dict:
     }
 
 
+async def confirm(nc: Any) -> None:
+    """Return once the server has our SUB (or UNSUB). One flush() is not enough with nats-py: its
+    PING is written at once while subscribe() leaves the SUB to its flusher task, so the
+    PONG can come back first (a txnats request then met NoRespondersError, once in a
+    clean-clone CI run). By the first PONG the flusher has written the SUB; the second
+    PING follows it on the wire. (benchmarks/natspy_bench.py does the same.)"""
+    await nc.flush()
+    await nc.flush()
+
+
 async def run(mode: str, url: str, subject: str, count: int) -> int:
     import nats
     from nats.errors import NoRespondersError
@@ -58,7 +69,7 @@ async def run(mode: str, url: str, subject: str, count: int) -> int:
     try:
         if mode == "sub":
             sub = await nc.subscribe(subject)
-            await nc.flush()
+            await confirm(nc)
             emit("ready")
             for _ in range(count):
                 emit(describe(await sub.next_msg(timeout=MSG_TIMEOUT)))
@@ -71,7 +82,7 @@ async def run(mode: str, url: str, subject: str, count: int) -> int:
             emit({"published": count})
         elif mode == "reply":
             sub = await nc.subscribe(subject)
-            await nc.flush()
+            await confirm(nc)
             emit("ready")
             for _ in range(count):
                 msg = await sub.next_msg(timeout=MSG_TIMEOUT)
@@ -83,7 +94,7 @@ async def run(mode: str, url: str, subject: str, count: int) -> int:
                     headers={"X-Responder": "nats-py", "X-Seen-Req": seen},
                 )
             await sub.unsubscribe()
-            await nc.flush()
+            await confirm(nc)  # the server has processed the UNSUB before we exit
         elif mode == "request":
             emit("ready")
             for i in range(count):
