@@ -1182,6 +1182,33 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(calls, ["ldm", "reconnected"])  # never disconnected
         self.assertEqual(client.stats.reconnects, 1)
 
+    def test_close_while_old_connection_lingers(self) -> None:
+        """close() within LINGER of a lame-duck move closes the old connection at once
+        too, and leaves no timer behind."""
+        client = self.make_client([endpoint(4222), endpoint(4223)], reconnect_jitter=0)
+        client.start()
+        self.clock.advance(0)
+        old = self.accept()
+        client.request("svc", b"q", timeout=5).addErrback(lambda f: None)  # an inbox
+        old.send(info_line(ldm=True))
+        self.clock.advance(0)
+        new = ServerSide(self.clock)
+        new.send(info_line())
+        new.send(b"PONG\r\n")  # the handshake
+        self.clock.advance(0)
+        new.send(b"PONG\r\n")  # the subscriptions: the switch
+        self.clock.advance(0)
+        self.assertEqual(client.connected_url, endpoint(4223))
+        self.assertFalse(old.transport.disconnecting)  # lingering with its inbox
+        closed = client.close()
+        self.assertTrue(old.transport.disconnecting)
+        self.assertTrue(new.transport.disconnecting)
+        old.lose()
+        new.lose()
+        self.clock.advance(0)
+        self.successResultOf(closed)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
     def test_lame_duck_move_fails_then_reconnects(self) -> None:
         """If the next server cannot be reached, the client reconnects as after a loss."""
         client = self.make_client([endpoint(4222), endpoint(4223)], reconnect_jitter=0)

@@ -89,12 +89,14 @@ class Mover:
             d.cancel()
 
     def close(self) -> None:
-        """The client closes: drop a move under way and close the old connections now."""
+        """The client closes: drop a move under way and close the old connections now
+        (what was queued on them is still sent first)."""
         self.cancel()
-        for old, call in list(self._lingering.items()):
+        lingering, self._lingering = self._lingering, {}
+        for old, call in lingering.items():
             if call.active():
                 call.cancel()
-            self._retire(old)
+            old.close()
 
     def _up(self, new: NatsProtocol, server: Server) -> None:
         old = self._current()
