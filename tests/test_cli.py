@@ -72,16 +72,11 @@ def _txnats(*args: str, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedPro
     return _run("-m", "txnats", *args, timeout=timeout)
 
 
-class _Background:
-    """A long-running ``txnats`` command (``sub``, ``reply``) read from a thread."""
+class _ReadsStderr:
+    """A child process whose stderr is read line by line (``Listening on``, errors)."""
 
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "txnats", *args], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(),
-            stdin=subprocess.DEVNULL,
-        )
-        self.stderr_lines: list[str] = []
+    proc: subprocess.Popen[str]
+    stderr_lines: list[str]
 
     def wait_for_stderr(self, marker: str) -> bool:
         """Read stderr until a line holds ``marker`` (True) or the stream ends (False)."""
@@ -91,6 +86,18 @@ class _Background:
             if marker in line:
                 return True
         return False
+
+
+class _Background(_ReadsStderr):
+    """A long-running ``txnats`` command (``sub``, ``reply``) read from a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "txnats", *args], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(),
+            stdin=subprocess.DEVNULL,
+        )
+        self.stderr_lines: list[str] = []
 
     def finish(self) -> tuple[int, str, str]:
         out, err = self.proc.communicate(timeout=RUN_TIMEOUT)
@@ -102,7 +109,7 @@ class _Background:
             self.proc.communicate()
 
 
-class _OnTerminal:
+class _OnTerminal(_ReadsStderr):
     """``txnats bench ...`` with its stdout on a pseudo-terminal, so that it draws its
     progress bar as it does for a user; stderr is a pipe (``Listening on`` and errors).
     """
@@ -134,15 +141,6 @@ class _OnTerminal:
                 self._screen += chunk
         except OSError:  # EIO: the child closed the terminal's last descriptor
             return
-
-    def wait_for_stderr(self, marker: str) -> bool:
-        """Read stderr until a line holds ``marker`` (True) or the stream ends (False)."""
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line)
-            if marker in line:
-                return True
-        return False
 
     def finish(self) -> tuple[int, str, str]:
         """Wait (bounded) for the command to exit: its status, screen and stderr."""

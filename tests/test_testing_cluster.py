@@ -437,11 +437,10 @@ class NatsClusterLifecycleTests(SynchronousTestCase):
         cluster.stop()
         self.assertFalse(any(os.path.exists(store) for store in stores))
 
-    def test_retryOnPortRace(self) -> None:
-        """
-        When a port picked for the cluster is taken before a node binds it,
-        L{NatsCluster.start} starts over on fresh ports.
-        """
+    def start_with_port_taken(self, index: int) -> tuple[NatsCluster, list[list[int]], int]:
+        """Start a 2-node cluster whose first set of ports has port ``index`` (client,
+        route, monitor ports, node by node) already taken; return the cluster, every
+        set of ports offered, and the taken port."""
         blocker = socket.socket()
         self.addCleanup(blocker.close)
         blocker.bind(("127.0.0.1", 0))
@@ -453,7 +452,7 @@ class NatsClusterLifecycleTests(SynchronousTestCase):
         def free_ports(host: str, count: int) -> list[int]:
             ports = real_free_ports(host, count)
             if not offered:
-                ports[1] = taken  # node 2's client port
+                ports[index] = taken
             offered.append(ports)
             return ports
 
@@ -461,6 +460,14 @@ class NatsClusterLifecycleTests(SynchronousTestCase):
         cluster = NatsCluster(2, cluster_name="race")
         self.addCleanup(cluster.stop)
         cluster.start()
+        return cluster, offered, taken
+
+    def test_retryOnPortRace(self) -> None:
+        """
+        When a port picked for the cluster is taken before a node binds it,
+        :meth:`NatsCluster.start` starts over on fresh ports.
+        """
+        cluster, offered, taken = self.start_with_port_taken(1)  # node 2's client port
         self.assertEqual(len(offered), 2)
         self.assertNotIn(taken, [node.port for node in cluster])
 
@@ -468,28 +475,10 @@ class NatsClusterLifecycleTests(SynchronousTestCase):
         """
         A taken route port is a failed start too, retried on fresh ports:
         nats-server binds it only after it says it is ready for clients, then
-        exits, which used to leave L{NatsCluster.start} returning with that
+        exits, which used to leave :meth:`NatsCluster.start` returning with that
         node dead.
         """
-        blocker = socket.socket()
-        self.addCleanup(blocker.close)
-        blocker.bind(("127.0.0.1", 0))
-        blocker.listen()
-        taken = blocker.getsockname()[1]
-        real_free_ports = _cluster._free_ports
-        offered: list[list[int]] = []
-
-        def free_ports(host: str, count: int) -> list[int]:
-            ports = real_free_ports(host, count)
-            if not offered:
-                ports[3] = taken  # node 2's route port (client, route, monitor ports)
-            offered.append(ports)
-            return ports
-
-        self.patch(_cluster, "_free_ports", free_ports)
-        cluster = NatsCluster(2, cluster_name="race")
-        self.addCleanup(cluster.stop)
-        cluster.start()
+        cluster, offered, taken = self.start_with_port_taken(3)  # node 2's route port
         self.assertEqual(len(offered), 2)
         self.assertNotIn(taken, [node.route_port for node in cluster])
         self.assertTrue(all(node.running for node in cluster))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, fail
@@ -174,10 +174,15 @@ class Connector:
         if self._stopped:
             proto.abort()
             return
+        self.connected_to(server)
+        self._host.connected(proto, server)
+
+    def connected_to(self, server: Server) -> None:
+        """The client is connected to ``server`` (an attempt, or a lame-duck move):
+        its failed attempts are forgotten."""
         server.attempts = 0
         server.last_auth_error = None
         self.first = False
-        self._host.connected(proto, server)
 
     def _failed(self, failure: Failure, server: Server) -> None:
         self._dialling = None
@@ -317,41 +322,3 @@ def _is_ip(host: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-class Retired:
-    """The handler of a connection the client moved away from (lame duck).
-
-    Its messages are still delivered and its errors reported until it closes; its
-    INFO, room and loss no longer concern the client.
-    """
-
-    def __init__(self, live: ConnectionHandler) -> None:
-        self._live = live
-
-    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
-        raise ConnectError("a retired connection does not connect again")  # pragma: no cover
-
-    def msgs_received(self, msgs: list[Any]) -> None:
-        self._live.msgs_received(msgs)
-
-    def info_received(self, info: dict[str, Any]) -> None:
-        pass
-
-    def server_error(self, error: Any) -> None:
-        self._live.server_error(error)
-
-    def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        self._live.schedule(fn, *args)
-
-    def read_started(self) -> None:
-        self._live.read_started()
-
-    def read_finished(self) -> None:
-        self._live.read_finished()
-
-    def outbound_drained(self) -> None:
-        pass
-
-    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
-        pass

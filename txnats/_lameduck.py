@@ -16,16 +16,19 @@ the new server cannot be reached, the client reconnects as after a loss.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnats._connector import Connector, Retired
+from txnats._connector import Connector
 from txnats._registry import Subscriptions
 from txnats.connection import ConnectionHandler, NatsProtocol
+from txnats.errors import ConnectError, NatsError, ServerError
 from txnats.protocol.commands import encode_unsub
+from txnats.protocol.events import Msg
 from txnats.servers import Server
 
 __all__ = ["LINGER", "Mover"]
@@ -66,10 +69,6 @@ class Mover:
         self._dialling: Deferred[NatsProtocol] | None = None
         # Old connections keeping their inboxes for LINGER seconds, and their timers.
         self._lingering: dict[NatsProtocol, IDelayedCall] = {}
-
-    @property
-    def moving(self) -> bool:
-        return self._dialling is not None
 
     def start(self, current_server: Server | None) -> None:
         """Dial the next server (not ``current_server``); nothing if one is under way."""
@@ -140,7 +139,7 @@ class Mover:
         self._lingering[old] = self._clock.callLater(LINGER, self._retire, old, kept)
         self._take_over(new, server)
 
-    def _retire(self, old: NatsProtocol, kept: Sequence[int] = ()) -> None:
+    def _retire(self, old: NatsProtocol, kept: Sequence[int]) -> None:
         """The old connection's last inboxes go; it closes after its last PONG."""
         self._lingering.pop(old, None)
         if old.lost:
@@ -149,3 +148,41 @@ class Mover:
             old.write(encode_unsub(sid))
         old.ping().addBoth(lambda _: old.close())
         old.flush_now()
+
+
+class Retired:
+    """The handler of a connection the client moved away from (lame duck).
+
+    Its messages are still delivered and its errors reported until it closes; its
+    INFO, room and loss no longer concern the client.
+    """
+
+    def __init__(self, live: ConnectionHandler) -> None:
+        self._live = live
+
+    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
+        raise ConnectError("a retired connection does not connect again")  # pragma: no cover
+
+    def msgs_received(self, msgs: list[Msg]) -> None:
+        self._live.msgs_received(msgs)
+
+    def info_received(self, info: dict[str, Any]) -> None:
+        pass
+
+    def server_error(self, error: ServerError) -> None:
+        self._live.server_error(error)
+
+    def schedule(self, fn: Callable[..., object], *args: object) -> None:
+        self._live.schedule(fn, *args)
+
+    def read_started(self) -> None:
+        self._live.read_started()
+
+    def read_finished(self) -> None:
+        self._live.read_finished()
+
+    def outbound_drained(self) -> None:
+        pass
+
+    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
+        pass

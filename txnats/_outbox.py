@@ -84,9 +84,6 @@ class ReconnectBuffer:
         self._max_size = 0
         self._headers = False
 
-    def __len__(self) -> int:
-        return self.msgs
-
     @property
     def blocks(self) -> int:
         """How many bytes objects hold the frames (the tail that is filling included)."""
@@ -204,10 +201,6 @@ class Publisher:
     def connected_url(self) -> str | None:
         raise NotImplementedError  # pragma: no cover
 
-    def _set_writer(self, proto: NatsProtocol | None) -> None:
-        """Publishes go to ``proto`` from now on (None: to the reconnect buffer)."""
-        self._writer = proto
-
     def _adopt_limits(self, proto: NatsProtocol) -> None:
         """Take the limits of the server ``proto`` is connected to."""
         info = proto.info
@@ -232,9 +225,9 @@ class Publisher:
             waiters = self._room_waiters
             self._room_waiters = []
             for d in waiters:
-                self._schedule(d.callback, None)
+                self.schedule(d.callback, None)
 
-    def _schedule(self, fn: Callable[..., object], *args: object) -> None:
+    def schedule(self, fn: Callable[..., object], *args: object) -> None:
         raise NotImplementedError  # pragma: no cover
 
     def _report_refused(self, refused: Refused) -> None:

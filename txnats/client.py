@@ -163,7 +163,7 @@ class Client(Publisher):
     def _update_writer(self) -> None:
         """Publishes go straight to the protocol only while connected (or draining subs)."""
         writable = self._state in (_S.CONNECTED, _S.DRAINING_SUBS)
-        self._set_writer(self._proto if writable else None)
+        self._writer = self._proto if writable else None
 
     def _publishing_refused(self) -> NatsError | None:
         if self._state == _S.CLOSED:
@@ -222,9 +222,6 @@ class Client(Publisher):
         """Run ``fn(*args)`` in the client's next batch of work: once the read being
         handled is over, or in the reactor's next turn (what the library built on the
         client, JetStream among it, uses to reach user code outside a read)."""
-        self._turns.schedule(fn, *args)
-
-    def _schedule(self, fn: Callable[..., object], *args: object) -> None:
         self._turns.schedule(fn, *args)
 
     def _report(self, error: Exception) -> None:
@@ -389,8 +386,7 @@ class Client(Publisher):
         lost = self._server
         self._proto = new
         self._server = server
-        server.attempts = 0
-        server.last_auth_error = None
+        self._connector.connected_to(server)
         self._lame_duck_seen = False
         self._adopt(new)
         self._update_writer()
