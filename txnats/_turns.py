@@ -10,13 +10,15 @@ Whatever the batch publishes leaves in one write at its end.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-__all__ = ["Turns", "call_user"]
+__all__ = ["Listeners", "Turns", "call_user"]
+
+T = TypeVar("T")
 
 log = Logger()
 
@@ -109,3 +111,29 @@ def call_user(name: str, cb: Callable[..., object] | None, *args: object) -> Non
         return
     if isinstance(result, Deferred):
         result.addErrback(lambda f: log.failure("The {name} callback failed", f, name=name))
+
+
+class Listeners(Generic[T]):
+    """Functions told of events in a later batch, each on its own (a raise is logged)."""
+
+    def __init__(self, schedule: Callable[..., None]) -> None:
+        self._schedule = schedule
+        self._fns: list[Callable[[T], object]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._fns)
+
+    def add(self, fn: Callable[[T], object]) -> Callable[[], None]:
+        """Add ``fn``; returns the function that removes it again."""
+        fns = self._fns
+        fns.append(fn)
+
+        def remove() -> None:
+            if fn in fns:
+                fns.remove(fn)
+
+        return remove
+
+    def notify(self, event: T) -> None:
+        for fn in tuple(self._fns):
+            self._schedule(call_user, "listener", fn, event)

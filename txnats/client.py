@@ -36,7 +36,7 @@ from txnats._lameduck import Mover
 from txnats._link import Link
 from txnats._outbox import Publisher
 from txnats._registry import Subscriptions
-from txnats._turns import Turns, call_user
+from txnats._turns import Listeners, Turns, call_user
 from txnats.connection import NatsProtocol
 from txnats.errors import (
     ConnectError,
@@ -135,6 +135,7 @@ class Client(Publisher):
         self._fully_closed = False
         self._drain_d: Deferred[None] | None = None
         self._lame_duck_seen = False
+        self._listeners: Listeners[ClientState] = Listeners(self._turns.schedule)
         self._mover = Mover(
             self._connector, self._subs, self._link, self._moving_from, self._take_over,
             self.force_reconnect, clock, opts.inbox_prefix,
@@ -159,6 +160,21 @@ class Client(Publisher):
         log.debug("State {old} -> {new}", old=self._state, new=new)
         self._state = new
         self._update_writer()
+        if self._listeners:
+            self._listeners.notify(new)
+
+    def add_status_listener(self, fn: Callable[[ClientState], object]) -> Callable[[], None]:
+        """Call ``fn(state)`` after every change of :attr:`state`, and with ``CONNECTED``
+        again after a move to another server (lame duck mode): how code built on the
+        client (consumers, watchers, services) learns of reconnections. Listeners run in
+        the next batch, in the order added; what one raises is logged.
+
+        :returns: a function that removes the listener (calling it twice is harmless).
+        """
+        if not callable(fn):
+            raise InvalidArgumentTypeError(f"a status listener must be callable, not {fn!r}")
+        return self._listeners.add(fn)
+
 
     def _update_writer(self) -> None:
         """Publishes go straight to the protocol only while connected (or draining subs)."""
@@ -395,6 +411,7 @@ class Client(Publisher):
         self._reconnects += 1
         log.info("Moved to {url}", url=server)
         self._callback("reconnected", self.options.reconnected_cb)
+        self._listeners.notify(_S.CONNECTED)
         self._outbound_drained()
         if new.info.get("ldm"):
             self._info_received(new.info)

@@ -6,6 +6,7 @@ can be checked with ``zope.interface.verify.verifyObject``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from zope.interface import Attribute, Interface
@@ -89,6 +90,9 @@ class IClient(Interface):
 
     def when_closed() -> object:
         """A fresh Deferred fired once closed."""
+
+    def add_status_listener(fn: Callable[[Any], object]) -> Callable[[], None]:
+        """Call ``fn(state)`` after every state change; returns a remover."""
 
 
 class IJsMsg(IMsg):
