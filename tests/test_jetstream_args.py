@@ -36,6 +36,8 @@ from txnats.jetstream import (
     OrderedConsumer,
     PubAck,
     PullConsumer,
+    StreamConfig,
+    StreamInfo,
 )
 from txnats.protocol.events import Msg
 
@@ -287,7 +289,7 @@ class FakeWireTests(JsHarness, TableMixin, SynchronousTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.names = (f"b{i}" for i in itertools.count())
-        self.kv = KeyValue(self.js, "kvb", {"config": {"allow_direct": True}})
+        self.kv = KeyValue(self.js, "kvb", StreamInfo(StreamConfig("KV_kvb", allow_direct=True)))
         self.watcher = KeyWatcher(self.kv, ["$KV.kvb.k"])
         self.targets = Targets(
             js=self.js, stream="S", subject="S.a", pull=self.js.pull_consumer("S", "C"),

@@ -36,7 +36,14 @@ from txnats.errors import (
     TooManyStalledMsgsError,
     WrongLastSequenceError,
 )
-from txnats.jetstream import JsMsg, OrderedConsumer, PubAck
+from txnats.jetstream import (
+    ConsumerInfo,
+    JsMsg,
+    OrderedConsumer,
+    PubAck,
+    StreamConfig,
+    StreamInfo,
+)
 from txnats.jetstream._api import api_error, check_name
 from txnats.jetstream.msg import MsgMetadata, SequencePair, parse_metadata
 from txnats.protocol.events import Msg
@@ -230,7 +237,7 @@ class ApiRequestTests(JsHarness, SynchronousTestCase):
         f = self.one_request("$JS.API.INFO")
         self.assertEqual(f.data, b"")
         self.answer(f, {"type": "io.nats.jetstream.api.v1.account_info_response", "streams": 0})
-        self.assertEqual(self.successResultOf(d)["streams"], 0)
+        self.assertEqual(self.successResultOf(d).streams, 0)
 
     def test_error_object_maps(self) -> None:
         d = self.js.stream_info("NOPE")
@@ -281,7 +288,7 @@ class ApiRequestTests(JsHarness, SynchronousTestCase):
         f = self.one_request("$JS.API.STREAM.CREATE.S")
         self.assertEqual(f.json(), {"name": "S", "subjects": ["a"], "storage": "memory"})
         self.answer(f, {"config": {"name": "S"}})
-        self.assertEqual(self.successResultOf(d), {"config": {"name": "S"}})
+        self.assertEqual(self.successResultOf(d), StreamInfo(StreamConfig("S")))
 
         d = self.js.update_stream(name="S", max_msgs=10)
         self.answer(self.one_request("$JS.API.STREAM.UPDATE.S"), err(400, 10058, "in use"))
@@ -320,7 +327,7 @@ class ApiRequestTests(JsHarness, SynchronousTestCase):
             "stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"},
         })
         self.answer(f, {"name": "D"})
-        self.assertEqual(self.successResultOf(d), {"name": "D"})
+        self.assertEqual(self.successResultOf(d), ConsumerInfo(name="D"))
         self.js.add_consumer("S", {"ack_policy": "none"})  # ephemeral: the server names it
         self.one_request("$JS.API.CONSUMER.CREATE.S")
         d = self.js.consumer_info("S", "D")
@@ -765,7 +772,7 @@ class OrderedTests(JsHarness, SynchronousTestCase):
     def started(self) -> tuple[str, int, str, dict[str, Any]]:
         d = self.oc.start()
         created = self.create()
-        self.assertEqual(self.successResultOf(d)["name"], created[2])
+        self.assertEqual(self.successResultOf(d).name, created[2])
         return created
 
     def deliver(self, inbox: str, sid: int, name: str, *pairs: tuple[int, int]) -> None:

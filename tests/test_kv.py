@@ -32,7 +32,7 @@ from txnats.errors import (
     TimeoutError,
     WrongLastSequenceError,
 )
-from txnats.jetstream import JetStreamContext
+from txnats.jetstream import JetStreamContext, StreamConfig, StreamInfo
 from txnats.jetstream.kv import (
     Entry,
     KeyValue,
@@ -64,7 +64,7 @@ class ValidationTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.js: Any = NoIO(self)
-        self.kv = KeyValue(self.js, "b", {"config": {"allow_direct": True}})
+        self.kv = KeyValue(self.js, "b", StreamInfo(StreamConfig("KV_b", allow_direct=True)))
 
     def test_bad_bucket_names_fail_before_io(self) -> None:
         """Bucket names outside [a-zA-Z0-9_-]+ fail at once, through the context too."""
@@ -313,15 +313,15 @@ class KeyValueTests(KVTestCase):
             description="test bucket",
         )
         info = await bounded(self.js.stream_info(kv.stream))
-        cfg = info["config"]
-        self.assertEqual(cfg["name"], f"KV_{self._testMethodName}")
-        self.assertEqual(cfg["subjects"], [f"$KV.{self._testMethodName}.>"])
-        self.assertEqual((cfg["max_age"], cfg["duplicate_window"]), (60 * 10**9, 60 * 10**9))
-        self.assertEqual(cfg["max_msgs_per_subject"], 5)
-        self.assertEqual((cfg["max_msg_size"], cfg["max_bytes"]), (64, 1 << 20))
-        self.assertEqual((cfg["storage"], cfg["discard"]), ("memory", "new"))
-        self.assertTrue(cfg["allow_rollup_hdrs"] and cfg["deny_delete"] and cfg["allow_direct"])
-        self.assertEqual(cfg["description"], "test bucket")
+        cfg = info.config
+        self.assertEqual(cfg.name, f"KV_{self._testMethodName}")
+        self.assertEqual(cfg.subjects, [f"$KV.{self._testMethodName}.>"])
+        self.assertEqual((cfg.max_age, cfg.duplicate_window), (60.0, 60.0))
+        self.assertEqual(cfg.max_msgs_per_subject, 5)
+        self.assertEqual((cfg.max_msg_size, cfg.max_bytes), (64, 1 << 20))
+        self.assertEqual((cfg.storage, cfg.discard), ("memory", "new"))
+        self.assertTrue(cfg.allow_rollup_hdrs and cfg.deny_delete and cfg.allow_direct)
+        self.assertEqual(cfg.description, "test bucket")
         status = await bounded(kv.status())
         self.assertEqual(
             (status.bucket, status.ttl, status.history, status.values, status.is_compressed),
@@ -351,7 +351,7 @@ class KeyValueTests(KVTestCase):
         name = self._testMethodName
         cfg = bucket_stream_config(name, history=2)
         cfg["allow_direct"] = False
-        await bounded(js.add_stream(cfg))
+        await bounded(js.add_stream(StreamConfig.from_json(cfg)))
         kv = await bounded(js.key_value(name))
         r1 = await bounded(kv.put("k", b"one"))
         await bounded(kv.put("k", b"two"))

@@ -61,9 +61,9 @@ class _StoreCase(ServerPerClass, TestCase):
         """Messages in the bucket's stream (on ``subject`` if given)."""
         if not subject:
             si = await bounded(js.stream_info(obs.stream))
-            return int(si["state"]["messages"])
+            return si.state.messages
         si = await bounded(js.stream_info(obs.stream, subjects_filter=subject))
-        return int((si["state"].get("subjects") or {}).get(subject, 0))
+        return (si.state.subjects or {}).get(subject, 0)
 
     async def round_trip(self, data: bytes) -> ObjectInfo:
         _, _, obs = await self.store()
@@ -207,16 +207,16 @@ class InfoTests(_StoreCase):
         self.assertEqual(info.metadata, {"k": "v"})
 
     async def test_stream_configuration(self) -> None:
-        """create makes OBJ_<bucket> as ADR-20 says, ttl in nanoseconds."""
+        """create makes OBJ_<bucket> as ADR-20 says (its max_age the ttl in seconds)."""
         _, js, obs = await self.store(description="stuff", ttl=3600, max_bytes=10_000_000)
-        cfg = (await bounded(js.stream_info(obs.stream)))["config"]
-        self.assertEqual(cfg["subjects"], [f"$O.{obs.bucket}.C.>", f"$O.{obs.bucket}.M.>"])
-        self.assertEqual(cfg["discard"], "new")
-        self.assertTrue(cfg["allow_rollup_hdrs"])
-        self.assertTrue(cfg["allow_direct"])
-        self.assertEqual(cfg["max_age"], 3600 * 10**9)
-        self.assertEqual(cfg["max_bytes"], 10_000_000)
-        self.assertEqual(cfg["description"], "stuff")
+        cfg = (await bounded(js.stream_info(obs.stream))).config
+        self.assertEqual(cfg.subjects, [f"$O.{obs.bucket}.C.>", f"$O.{obs.bucket}.M.>"])
+        self.assertEqual(cfg.discard, "new")
+        self.assertTrue(cfg.allow_rollup_hdrs)
+        self.assertTrue(cfg.allow_direct)
+        self.assertEqual(cfg.max_age, 3600.0)
+        self.assertEqual(cfg.max_bytes, 10_000_000)
+        self.assertEqual(cfg.description, "stuff")
 
     async def test_status_and_seal(self) -> None:
         """status reports the bucket; after seal it says sealed and puts are refused."""

@@ -62,11 +62,13 @@ class JetStreamInterfaceTests(SynchronousTestCase):
     def test_exports(self) -> None:
         """txnats.jetstream exports exactly the documented names."""
         import txnats.jetstream as jetstream
+        from txnats.jetstream import config
 
         self.assertEqual(set(jetstream.__all__), {
             "Entry", "JetStreamContext", "JsMsg", "KeyValue", "KeyValueStatus", "KeyWatcher",
             "MsgMetadata", "ObjectInfo", "ObjectStore", "ObjectStoreStatus",
-            "OrderedConsumer", "PubAck", "PullConsumer", "RawStreamMsg", "SequencePair",
+            "OrderedConsumer", "Paged", "PubAck", "PullConsumer", "RawStreamMsg",
+            "SequencePair", *config.__all__,
         })
         for name in jetstream.__all__:
             self.assertTrue(hasattr(jetstream, name), name)
@@ -85,9 +87,10 @@ class JetStreamInterfaceTests(SynchronousTestCase):
     def test_key_value_provides_ikeyvalue(self) -> None:
         """KeyValue provides IKeyValue."""
         from txnats.interfaces import IKeyValue
-        from txnats.jetstream import KeyValue
+        from txnats.jetstream import KeyValue, StreamConfig, StreamInfo
 
-        self.assertTrue(verifyObject(IKeyValue, KeyValue(self.js, "b", {})))
+        kv = KeyValue(self.js, "b", StreamInfo(StreamConfig("KV_b")))
+        self.assertTrue(verifyObject(IKeyValue, kv))
 
     def test_object_store_provides_iobjectstore(self) -> None:
         """ObjectStore provides IObjectStore."""

@@ -18,6 +18,8 @@ __all__ = [
     "ConnectError",
     "ConnectionClosedError",
     "ConnectionDrainingError",
+    "ConsumerDoesNotExistError",
+    "ConsumerExistsError",
     "ConsumerNotFoundError",
     "CredentialsError",
     "DigestMismatchError",
@@ -255,6 +257,20 @@ class ConsumerNotFoundError(APIError):
     ERR_CODE = 10014
 
 
+class ConsumerExistsError(APIError):
+    """Creating a consumer that exists with another configuration (err_code 10148):
+    ``create_consumer`` never changes an existing consumer; ``update_consumer`` does."""
+
+    ERR_CODE = 10148
+
+
+class ConsumerDoesNotExistError(ConsumerNotFoundError):
+    """Updating a consumer that does not exist (err_code 10149); a
+    :class:`ConsumerNotFoundError` too."""
+
+    ERR_CODE = 10149
+
+
 class MsgNotFoundError(APIError):
     """No stored message matches (err_code 10037)."""
 
@@ -278,9 +294,10 @@ class NoStreamResponseError(JetStreamError, NoRespondersError):
 
 
 class TooManyStalledMsgsError(JetStreamError):
-    """``publish_async`` was called with its window of unacknowledged publishes full.
+    """``publish_async`` found its window of unacknowledged publishes still full after
+    waiting its ``stall_wait`` for room.
 
-    Nothing was sent; wait for ``publish_async_room()`` and try again.
+    That publish was not sent; wait for ``publish_async_room()`` and try again.
     """
 
 
@@ -330,6 +347,8 @@ API_ERRORS: dict[int, type[APIError]] = {
     for c in (
         StreamNotFoundError,
         ConsumerNotFoundError,
+        ConsumerExistsError,
+        ConsumerDoesNotExistError,
         MsgNotFoundError,
         StreamNameInUseError,
         WrongLastSequenceError,

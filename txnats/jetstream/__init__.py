@@ -1,7 +1,9 @@
 """JetStream: streams, consumers, publishing with acks, the key-value and object stores.
 
 ``nc.jetstream()`` (or ``JetStreamContext(nc)``) gives the context; everything here is
-built on the client's public API.
+built on the client's public API. The typed configurations and infos
+(:class:`StreamConfig`, :class:`ConsumerInfo`, the enums, ...) come from
+:mod:`txnats.jetstream.config` and are exported here too.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 from zope.interface import classImplements
 
 from txnats.interfaces import IJsMsg, IKeyValue, IObjectStore
-from txnats.jetstream._api import PubAck, RawStreamMsg
+from txnats.jetstream._api import RawStreamMsg
+from txnats.jetstream._manage import Paged
+from txnats.jetstream.config import *  # noqa: F403  (the typed records and enums)
+from txnats.jetstream.config import __all__ as _config_all
 from txnats.jetstream.context import JetStreamContext
 from txnats.jetstream.kv import Entry, KeyValue, KeyValueStatus, KeyWatcher
 from txnats.jetstream.msg import JsMsg, MsgMetadata, SequencePair
@@ -33,8 +38,9 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreStatus",
     "OrderedConsumer",
-    "PubAck",
+    "Paged",
     "PullConsumer",
     "RawStreamMsg",
     "SequencePair",
+    *_config_all,
 ]

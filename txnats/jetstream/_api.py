@@ -1,8 +1,10 @@
-"""What the JetStream modules share: name checks, API errors, publish acknowledgements,
+"""What the JetStream modules share: name checks, API errors, publish acknowledgements
+(:class:`PubAck` lives in :mod:`txnats.jetstream.config`, importable here too),
 stored messages and the headers of a publish.
 
-The bottom layer of ``txnats.jetstream``: it imports none of its sibling modules, so the
-context, the consumers and the stores can all build on it.
+The bottom layer of ``txnats.jetstream``: of its sibling modules it imports only the
+typed records (:mod:`txnats.jetstream.config`), so the context, the consumers and the
+stores can all build on it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from txnats.errors import (
     NatsError,
     StreamNotFoundError,
 )
+from txnats.jetstream.config import PubAck
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput, Headers, parse_headers
 
@@ -77,17 +80,6 @@ def bucket_not_found(what: str) -> Callable[[Failure], Failure]:
         return f
 
     return errback
-
-
-@dataclass(slots=True)
-class PubAck:
-    """The stream's acknowledgement of a publish (a plain record: not frozen, since a
-    frozen dataclass costs three times as much to build, once per publish)."""
-
-    stream: str
-    seq: int
-    duplicate: bool = False
-    domain: str = ""
 
 
 @dataclass(frozen=True, slots=True)

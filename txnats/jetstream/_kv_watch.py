@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
@@ -25,6 +25,7 @@ from txnats.jetstream._kv_entry import PUT, Entry, operation, time_from_ns
 from txnats.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
+    from txnats.jetstream.config import ConsumerInfo
     from txnats.jetstream.kv import KeyValue
     from txnats.jetstream.msg import JsMsg
 
@@ -87,13 +88,13 @@ class KeyWatcher:
             return fail(KeyValueError("this key watcher was started already"))
         self._started = True
 
-        def started(info: dict[str, Any]) -> KeyWatcher:
+        def started(info: ConsumerInfo) -> KeyWatcher:
             if self._updates_only:
                 self._initial_done()
-            elif not self._init_done and int(info.get("num_pending") or 0) == 0:
+            elif not self._init_done and info.num_pending == 0:
                 # Nothing to deliver, unless deliveries raced ahead of this answer
                 # (then the last of them has pending 0 and ends the initial values).
-                sent = int((info.get("delivered") or {}).get("consumer_seq") or 0)
+                sent = info.delivered.consumer_seq
                 if self._received >= sent:
                     self._initial_done()
             return self

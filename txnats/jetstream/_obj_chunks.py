@@ -28,6 +28,7 @@ from txnats.jetstream.msg import JsMsg
 from txnats.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
+    from txnats.jetstream.config import ConsumerInfo
     from txnats.jetstream.context import JetStreamContext
     from txnats.jetstream.object_store import ObjectInfo
 
@@ -180,11 +181,10 @@ async def send_chunks(
     return size, chunks, h.digest()
 
 
-def nothing_to_deliver(cinfo: dict[str, Any]) -> bool:
+def nothing_to_deliver(cinfo: ConsumerInfo) -> bool:
     """Whether a new consumer's info says it has nothing pending and delivered nothing
     (so no message will come: deliveries may overtake the create answer, hence both)."""
-    delivered = (cinfo.get("delivered") or {}).get("consumer_seq") or 0
-    return int(cinfo.get("num_pending") or 0) == 0 and int(delivered) == 0
+    return cinfo.num_pending == 0 and cinfo.delivered.consumer_seq == 0
 
 
 def verify(info: ObjectInfo, data: bytes, h: Any, count: int) -> None:
@@ -227,7 +227,7 @@ class ChunkReader:
     def _cancel(self, _: object) -> None:
         self.consumer.stop()
 
-    def _started(self, cinfo: dict[str, Any]) -> None:
+    def _started(self, cinfo: ConsumerInfo) -> None:
         if not self.done.called and not self.parts and nothing_to_deliver(cinfo):
             self._finish()
 

@@ -1,9 +1,10 @@
 """The JetStream context: the ``$JS.API`` request/reply API, publishing with acks.
 
 Built on the client's public API only (``request``, ``publish``, ``subscribe``,
-``new_inbox``). Stream and consumer configurations and infos are the server's JSON
-objects as dicts (ADR-1): fields pass through untouched, durations in nanoseconds, so
-a field a newer server adds needs no change here.
+``new_inbox``). Stream and consumer configurations and infos are the typed records of
+:mod:`txnats.jetstream.config` (durations in seconds; a field a newer server adds is
+kept in their ``extra`` and round-trips untouched); dicts of the same fields are taken
+as input. Only :meth:`JetStreamContext.api_request` speaks the server's raw JSON.
 
 The context is the top of ``txnats.jetstream``: the pull consumer and the stores it
 hands out take it as an argument and know it only as a type, so it imports them and
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail, succeed
@@ -31,7 +33,6 @@ from txnats.errors import (
 )
 from txnats.jetstream._acks import AckInbox
 from txnats.jetstream._api import (
-    PubAck,
     RawStreamMsg,
     api_error,
     bucket_not_found,
@@ -41,6 +42,26 @@ from txnats.jetstream._api import (
     parse_pub_ack,
     raw_from_direct,
     raw_from_json,
+)
+from txnats.jetstream._manage import (
+    Paged,
+    consumer_listing,
+    consumer_request,
+    consumer_subject,
+    pause_request,
+    pause_time,
+    stream_info_pages,
+    stream_info_request,
+    stream_listing,
+)
+from txnats.jetstream.config import (
+    AccountInfo,
+    ConsumerConfig,
+    ConsumerInfo,
+    ConsumerPause,
+    PubAck,
+    StreamConfig,
+    StreamInfo,
 )
 from txnats.jetstream.kv import KeyValue
 from txnats.jetstream.object_store import ObjectStore
@@ -163,47 +184,67 @@ class JetStreamContext:
 
         return d.addCallbacks(decode, no_js)
 
-    def account_info(self) -> Deferred[dict[str, Any]]:
+    def account_info(self) -> Deferred[AccountInfo]:
         """The account's JetStream usage and limits."""
-        return self.api_request("INFO")
+        return self.api_request("INFO").addCallback(AccountInfo.from_json)
 
     # ------------------------------------------------------------------ streams
     def add_stream(
-        self, config: Mapping[str, Any] | None = None, **fields: Any
-    ) -> Deferred[dict[str, Any]]:
-        """Create a stream; ``config`` and/or keyword fields as in the server's JSON.
+        self, config: StreamConfig | Mapping[str, Any] | None = None, **fields: Any
+    ) -> Deferred[StreamInfo]:
+        """Create a stream from a :class:`StreamConfig`, or a dict and/or keyword
+        arguments of its fields (durations in seconds: ``max_age=3600`` is an hour).
 
-        Fires with the stream info; fails with :class:`StreamNameInUseError` if a
-        stream of that name exists with another configuration.
+        Fires with its :class:`StreamInfo`; fails with :class:`StreamNameInUseError` if
+        a stream of that name exists with another configuration, and with
+        :class:`InvalidArgumentError` at once for a field :class:`StreamConfig` does
+        not have or a bad value.
         """
         return self._stream_config_call("CREATE", config, fields)
 
     def update_stream(
-        self, config: Mapping[str, Any] | None = None, **fields: Any
-    ) -> Deferred[dict[str, Any]]:
-        """Change a stream's configuration; fires with the new stream info."""
+        self, config: StreamConfig | Mapping[str, Any] | None = None, **fields: Any
+    ) -> Deferred[StreamInfo]:
+        """Change a stream's configuration (given as for :meth:`add_stream`); fires
+        with its new :class:`StreamInfo`."""
         return self._stream_config_call("UPDATE", config, fields)
 
     def _stream_config_call(
-        self, verb: str, config: Mapping[str, Any] | None, fields: Mapping[str, Any]
-    ) -> Deferred[dict[str, Any]]:
-        cfg = {**(config or {}), **fields}
+        self, verb: str, config: StreamConfig | Mapping[str, Any] | None,
+        fields: Mapping[str, Any],
+    ) -> Deferred[StreamInfo]:
         try:
-            name = check_name("stream", cfg.get("name"))
+            cfg = StreamConfig.build(config, fields)
+            name = check_name("stream", cfg.name)
         except NatsError as e:
             return fail(e)
-        return self.api_request(f"STREAM.{verb}.{name}", cfg)
+        return self.api_request(f"STREAM.{verb}.{name}", cfg.to_json()).addCallback(
+            StreamInfo.from_json
+        )
 
     def stream_info(
-        self, name: str, subjects_filter: str | None = None
-    ) -> Deferred[dict[str, Any]]:
-        """The stream's configuration and state; :class:`StreamNotFoundError` if none."""
+        self, name: str, subjects_filter: str | None = None, *, deleted_details: bool = False
+    ) -> Deferred[StreamInfo]:
+        """The stream's :class:`StreamInfo`; :class:`StreamNotFoundError` if none.
+
+        ``deleted_details=True`` lists the deleted sequences in ``state.deleted``;
+        ``subjects_filter`` (a subject, wildcards allowed) counts the messages per
+        subject in ``state.subjects``, every page of them.
+        """
         try:
             check_name("stream", name)
+            payload = stream_info_request(deleted_details, subjects_filter)
         except NatsError as e:
             return fail(e)
-        payload = None if subjects_filter is None else {"subjects_filter": subjects_filter}
-        return self.api_request(f"STREAM.INFO.{name}", payload)
+        return Deferred.fromCoroutine(
+            stream_info_pages(self, name, deleted_details, subjects_filter, payload)
+        )
+
+    def streams(self, subject: str | None = None) -> Paged[StreamInfo]:
+        """Every stream's :class:`StreamInfo` (or of those taking ``subject``), read
+        lazily a page at a time: ``async for info in js.streams(): ...`` (or
+        ``await js.streams().all()`` for a list)."""
+        return stream_listing(self, subject, names=False)
 
     def delete_stream(self, name: str) -> Deferred[bool]:
         """Delete a stream and everything in it."""
@@ -316,33 +357,70 @@ class JetStreamContext:
         return self._named_call("stream", stream, "STREAM.MSG.DELETE.", payload, "success")
 
     # ------------------------------------------------------------------ consumers
-    def add_consumer(
-        self, stream: str, config: Mapping[str, Any] | None = None, **fields: Any
-    ) -> Deferred[dict[str, Any]]:
-        """Create (or update to the same config) a consumer; fires with its info.
+    def create_consumer(
+        self, stream: str, config: ConsumerConfig | Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> Deferred[ConsumerInfo]:
+        """Create a consumer (action "create") from a :class:`ConsumerConfig`, or a dict
+        and/or keyword arguments of its fields (durations in seconds); fires with its
+        :class:`ConsumerInfo`.
 
-        A consumer with ``durable_name`` or ``name`` is created under that name; one
-        with neither is ephemeral and the server names it.
+        A consumer with ``name`` or ``durable_name`` is created under that name; one
+        with neither is ephemeral and the server names it. Creating one that exists
+        with the same configuration fires with its info; with another configuration it
+        fails with :class:`ConsumerExistsError` and changes nothing.
         """
-        cfg = {**(config or {}), **fields}
+        return self._consumer_call(stream, config, fields, "create")
+
+    def update_consumer(
+        self, stream: str, config: ConsumerConfig | Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> Deferred[ConsumerInfo]:
+        """Change an existing consumer (action "update"; ``name`` or ``durable_name``
+        required); :class:`ConsumerDoesNotExistError` if there is none."""
+        return self._consumer_call(stream, config, fields, "update")
+
+    def create_or_update_consumer(
+        self, stream: str, config: ConsumerConfig | Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> Deferred[ConsumerInfo]:
+        """Create a consumer, or change the existing one of that name."""
+        return self._consumer_call(stream, config, fields, "")
+
+    def add_consumer(
+        self, stream: str, config: ConsumerConfig | Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> Deferred[ConsumerInfo]:
+        """The old name of :meth:`create_or_update_consumer` (it creates, or changes an
+        existing consumer of that name): kept for existing code; new code says which it
+        means with :meth:`create_consumer` or :meth:`update_consumer`."""
+        return self._consumer_call(stream, config, fields, "")
+
+    def _consumer_call(
+        self, stream: str, config: ConsumerConfig | Mapping[str, Any] | None,
+        fields: Mapping[str, Any], action: str,
+    ) -> Deferred[ConsumerInfo]:
         try:
-            check_name("stream", stream)
-            name = cfg.get("name") or cfg.get("durable_name")
-            if name is not None:
-                check_name("consumer", name)
+            cfg = ConsumerConfig.build(config, fields)
+            subject = consumer_subject(stream, cfg)
+            if action == "update" and not (cfg.name or cfg.durable_name):
+                raise InvalidArgumentError("update_consumer needs the consumer's name")
         except NatsError as e:
             return fail(e)
-        subject = f"CONSUMER.CREATE.{stream}" + (f".{name}" if name else "")
-        return self.api_request(subject, {"stream_name": stream, "config": cfg})
+        return self.api_request(subject, consumer_request(stream, cfg, action)).addCallback(
+            ConsumerInfo.from_json
+        )
 
-    def consumer_info(self, stream: str, name: str) -> Deferred[dict[str, Any]]:
-        """A consumer's configuration and state; :class:`ConsumerNotFoundError` if none."""
+    def consumer_info(self, stream: str, name: str) -> Deferred[ConsumerInfo]:
+        """A consumer's :class:`ConsumerInfo`; :class:`ConsumerNotFoundError` if none."""
         try:
             check_name("stream", stream)
             check_name("consumer", name)
         except NatsError as e:
             return fail(e)
-        return self.api_request(f"CONSUMER.INFO.{stream}.{name}")
+        return self.api_request(f"CONSUMER.INFO.{stream}.{name}").addCallback(
+            ConsumerInfo.from_json
+        )
 
     def delete_consumer(self, stream: str, name: str) -> Deferred[bool]:
         """Delete a consumer."""
@@ -351,6 +429,42 @@ class JetStreamContext:
         except NatsError as e:
             return fail(e)
         return self._named_call("consumer", name, f"CONSUMER.DELETE.{stream}.", None, "success")
+
+    def consumers(self, stream: str) -> Paged[ConsumerInfo]:
+        """The :class:`ConsumerInfo` of every consumer of ``stream``, read lazily a page
+        at a time: ``async for info in js.consumers("ORDERS"): ...``. A bad stream name
+        raises :class:`InvalidArgumentError` here."""
+        return consumer_listing(self, stream, names=False)
+
+    def consumer_names(self, stream: str) -> Paged[str]:
+        """The names of the consumers of ``stream``, read lazily as :meth:`consumers`."""
+        return consumer_listing(self, stream, names=True)
+
+    def pause_consumer(
+        self, stream: str, name: str, until: datetime | timedelta | float
+    ) -> Deferred[ConsumerPause]:
+        """Pause a consumer (server 2.11+) until ``until``: a ``datetime`` (naive: UTC),
+        or seconds or a ``timedelta`` from now. It delivers nothing until then or
+        :meth:`resume_consumer`; fires with its :class:`ConsumerPause`."""
+        try:
+            when = pause_time(until, datetime.now(UTC))
+        except NatsError as e:
+            return fail(e)
+        return self._pause(stream, name, when)
+
+    def resume_consumer(self, stream: str, name: str) -> Deferred[ConsumerPause]:
+        """Resume a paused consumer (server 2.11+)."""
+        return self._pause(stream, name, None)
+
+    def _pause(self, stream: str, name: str, until: datetime | None) -> Deferred[ConsumerPause]:
+        try:
+            check_name("stream", stream)
+            check_name("consumer", name)
+        except NatsError as e:
+            return fail(e)
+        return self.api_request(
+            f"CONSUMER.PAUSE.{stream}.{name}", pause_request(until)
+        ).addCallback(ConsumerPause.from_json)
 
     def pull_consumer(self, stream: str, name: str) -> PullConsumer:
         """A handle on an existing pull consumer, for ``fetch``; no I/O."""

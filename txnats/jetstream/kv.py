@@ -56,6 +56,7 @@ from txnats.jetstream._kv_entry import (
     parse_time,
 )
 from txnats.jetstream._kv_watch import KeyWatcher
+from txnats.jetstream.config import StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
     from txnats.jetstream.context import JetStreamContext
@@ -225,7 +226,7 @@ class KeyValueStatus:
     bytes: int
     is_compressed: bool
     backing_store: str = "JetStream"
-    stream_info: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    stream_info: StreamInfo | None = field(default=None, repr=False, compare=False)
 
 
 def _key_exists(key: str) -> Callable[[Failure], Failure]:
@@ -255,13 +256,12 @@ class KeyValue:
     fails the Deferred with :class:`InvalidArgumentError` at once).
     """
 
-    def __init__(self, js: JetStreamContext, bucket: str, stream_info: dict[str, Any]) -> None:
+    def __init__(self, js: JetStreamContext, bucket: str, stream_info: StreamInfo) -> None:
         self.js = js
         self.bucket = check_bucket(bucket)
         self.stream = f"KV_{bucket}"
         self._prefix = f"$KV.{bucket}."
-        config = stream_info.get("config") or {}
-        self._direct = bool(config.get("allow_direct", False))
+        self._direct = bool(stream_info.config.allow_direct)
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
@@ -281,8 +281,8 @@ class KeyValue:
         except NatsError as e:
             return fail(e)
 
-        def bound(info: dict[str, Any]) -> KeyValue:
-            if int((info.get("config") or {}).get("max_msgs_per_subject") or 0) < 1:
+        def bound(info: StreamInfo) -> KeyValue:
+            if (info.config.max_msgs_per_subject or 0) < 1:
                 raise KeyValueError(f"stream KV_{bucket} is not a key-value bucket")
             return cls(js, bucket, info)
 
@@ -321,7 +321,9 @@ class KeyValue:
             )
         except NatsError as e:
             return fail(e)
-        return js.add_stream(cfg).addCallback(lambda info: cls(js, bucket, info))
+        return js.add_stream(StreamConfig.from_json(cfg)).addCallback(
+            lambda info: cls(js, bucket, info)
+        )
 
     def destroy(self) -> Deferred[bool]:
         """Delete the bucket and everything in it; this handle is then of no use."""
@@ -330,16 +332,15 @@ class KeyValue:
     def status(self) -> Deferred[KeyValueStatus]:
         """The bucket's size and configuration."""
 
-        def to_status(info: dict[str, Any]) -> KeyValueStatus:
-            cfg = info.get("config") or {}
-            state = info.get("state") or {}
+        def to_status(info: StreamInfo) -> KeyValueStatus:
+            cfg = info.config
             return KeyValueStatus(
                 bucket=self.bucket,
-                values=int(state.get("messages") or 0),
-                history=int(cfg.get("max_msgs_per_subject") or 0),
-                ttl=int(cfg.get("max_age") or 0) / 1e9,
-                bytes=int(state.get("bytes") or 0),
-                is_compressed=cfg.get("compression", "none") not in ("", "none"),
+                values=info.state.messages,
+                history=cfg.max_msgs_per_subject or 0,
+                ttl=cfg.max_age or 0.0,
+                bytes=info.state.bytes,
+                is_compressed=(cfg.compression or "none") != "none",
                 stream_info=info,
             )
 

@@ -49,6 +49,7 @@ from txnats.jetstream._obj_chunks import (
     send_chunks,
     verify,
 )
+from txnats.jetstream.config import ConsumerInfo, StreamConfig, StreamInfo
 from txnats.jetstream.ordered import OrderedConsumer
 from txnats.nuid import next_nuid
 from txnats.protocol.headers import HeaderInput, Headers
@@ -246,7 +247,7 @@ class ObjectStoreStatus:
     compressed: bool
     metadata: dict[str, str] = field(hash=False)
     #: The stream's info as the server sent it.
-    stream_info: dict[str, Any] = field(hash=False, repr=False)
+    stream_info: StreamInfo = field(hash=False, repr=False)
     backing_store: str = "JetStream"
 
 
@@ -274,9 +275,8 @@ class ObjectStore:
         except NatsError as e:
             return fail(e)
 
-        def bound(info: dict[str, Any]) -> ObjectStore:
-            cfg = info.get("config") or {}
-            return cls(js, bucket, direct=bool(cfg.get("allow_direct", False)))
+        def bound(info: StreamInfo) -> ObjectStore:
+            return cls(js, bucket, direct=bool(info.config.allow_direct))
 
         return js.stream_info(f"OBJ_{bucket}").addCallbacks(
             bound, bucket_not_found(f"object store {bucket!r}")
@@ -336,7 +336,7 @@ class ObjectStore:
             cfg["metadata"] = meta
         if placement:
             cfg["placement"] = dict(placement)
-        return js.add_stream(cfg).addCallback(lambda _: cls(js, bucket))
+        return js.add_stream(StreamConfig.from_json(cfg)).addCallback(lambda _: cls(js, bucket))
 
     # ------------------------------------------------------------------ subjects
     def _meta_subject(self, name: str) -> str:
@@ -642,7 +642,7 @@ class ObjectStore:
             deliver_policy="last_per_subject", on_error=failed,
         )
 
-        def started(cinfo: dict[str, Any]) -> None:
+        def started(cinfo: ConsumerInfo) -> None:
             if nothing_to_deliver(cinfo):
                 finish()
 
@@ -659,25 +659,24 @@ class ObjectStore:
     def status(self) -> Deferred[ObjectStoreStatus]:
         """The bucket's configuration and state."""
 
-        def build(si: dict[str, Any]) -> ObjectStoreStatus:
-            cfg = si.get("config") or {}
-            state = si.get("state") or {}
+        def build(si: StreamInfo) -> ObjectStoreStatus:
+            cfg = si.config
             return ObjectStoreStatus(
                 bucket=self.bucket,
-                description=cfg.get("description") or None,
-                ttl=int(cfg.get("max_age") or 0) / 1e9,
-                storage=str(cfg.get("storage") or "file"),
-                replicas=int(cfg.get("num_replicas") or 1),
-                sealed=bool(cfg.get("sealed", False)),
-                size=int(state.get("bytes") or 0),
-                compressed=(cfg.get("compression") or "none") != "none",
-                metadata=dict(cfg.get("metadata") or {}),
+                description=cfg.description or None,
+                ttl=cfg.max_age or 0.0,
+                storage=str(cfg.storage or "file"),
+                replicas=cfg.num_replicas or 1,
+                sealed=bool(cfg.sealed),
+                size=si.state.bytes,
+                compressed=(cfg.compression or "none") != "none",
+                metadata=dict(cfg.metadata or {}),
                 stream_info=si,
             )
 
         return self._stream_info().addCallback(build)
 
-    def _stream_info(self) -> Deferred[dict[str, Any]]:
+    def _stream_info(self) -> Deferred[StreamInfo]:
         return self.js.stream_info(self.stream).addErrback(
             bucket_not_found(f"object store {self.bucket!r}")
         )
@@ -685,9 +684,7 @@ class ObjectStore:
     def seal(self) -> Deferred[ObjectStoreStatus]:
         """Seal the bucket: no object may be put, changed or deleted any more."""
 
-        def update(si: dict[str, Any]) -> Deferred[dict[str, Any]]:
-            cfg = dict(si.get("config") or {})
-            cfg["sealed"] = True
-            return self.js.update_stream(cfg)
+        def update(si: StreamInfo) -> Deferred[StreamInfo]:
+            return self.js.update_stream(si.config, sealed=True)
 
         return self._stream_info().addCallback(update).addCallback(lambda _: self.status())

@@ -19,6 +19,7 @@ from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_timeout
 from txnats.errors import NatsError, OrderedConsumerError, StreamNotFoundError
+from txnats.jetstream.config import ConsumerConfig, ConsumerInfo
 from txnats.jetstream.msg import JsMsg, MsgMetadata, parse_metadata
 from txnats.nuid import next_nuid
 from txnats.protocol.events import Msg
@@ -91,7 +92,7 @@ class OrderedConsumer:
         self.delivered = 0
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> Deferred[dict[str, Any]]:
+    def start(self) -> Deferred[ConsumerInfo]:
         """Create the consumer; fires with its info."""
         return self._create()
 
@@ -140,7 +141,7 @@ class OrderedConsumer:
             cfg["filter_subjects"] = self._filters
         return cfg
 
-    def _create(self) -> Deferred[dict[str, Any]]:
+    def _create(self) -> Deferred[ConsumerInfo]:
         client = self.js.client
         self._creating = True
         self._cseq = 0
@@ -156,9 +157,9 @@ class OrderedConsumer:
                 self._deliver(msg)
 
         self._sub = client.subscribe(inbox, deliver, backpressure=True)
-        d = self.js.add_consumer(self.stream, self._config(inbox))
+        d = self.js.add_consumer(self.stream, ConsumerConfig.from_json(self._config(inbox)))
 
-        def created(info: dict[str, Any]) -> dict[str, Any]:
+        def created(info: ConsumerInfo) -> ConsumerInfo:
             self._creating = False
             self._resets = 0
             self._seen = True

@@ -15,6 +15,7 @@ from txnats.jetstream.msg import JsMsg
 from txnats.protocol.events import Msg
 
 if TYPE_CHECKING:
+    from txnats.jetstream.config import ConsumerInfo
     from txnats.jetstream.context import JetStreamContext
     from txnats.subscription import Subscription
 
@@ -41,7 +42,7 @@ class PullConsumer:
         self.stream = stream
         self.name = name
 
-    def info(self) -> Deferred[dict[str, Any]]:
+    def info(self) -> Deferred[ConsumerInfo]:
         """The consumer's configuration and state."""
         return self.js.consumer_info(self.stream, self.name)
 

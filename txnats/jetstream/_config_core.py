@@ -1,0 +1,361 @@
+"""The conversion core of the typed JetStream configurations and infos.
+
+Every typed record (:class:`~txnats.jetstream.config.StreamConfig`, the infos, the
+stores' configurations) is a dataclass deriving from :class:`JsonObject`. What a field
+needs to go to and from the server's JSON is read once per class from the field's type
+and metadata, not written per class:
+
+- a field typed :data:`Seconds` (or ``list[Seconds]``) holds **seconds** (a ``float``; a
+  ``timedelta`` is accepted as input) and is nanoseconds on the wire;
+- a ``datetime`` field is an RFC 3339 time on the wire (UTC, to the microsecond: the
+  server writes nanoseconds, Python keeps microseconds);
+- a field typed with an :class:`enum.Enum` holds the member (a value a newer server sends
+  that this version does not know stays the plain string);
+- a field typed with another :class:`JsonObject` (or a list or ``dict[str, ...]`` of
+  them) is converted recursively;
+- ``Annotated[..., JsonName("ts")]`` names the server's field when ours differs;
+- a field whose value is ``None`` is left out of the JSON (the server's default applies);
+- fields this version does not know land in :attr:`JsonObject.extra` and are written
+  back untouched by :meth:`JsonObject.to_json`, so a newer server's fields round-trip.
+
+Two ways in, one unit each: :meth:`JsonObject.from_json` reads the server's JSON
+(nanoseconds, trusted, never refused); the constructor and :meth:`JsonObject.coerce`
+take what users write (seconds, ``timedelta``, enum values as strings, nested records as
+dicts) and refuse what is wrong with :class:`~txnats.errors.InvalidArgumentError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, ClassVar, TypeVar
+
+from txnats._args import check_delay
+from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
+
+__all__ = ["JsonName", "JsonObject", "Seconds", "from_ns", "seconds", "to_ns"]
+
+T = TypeVar("T", bound="JsonObject")
+
+_NS = 1_000_000_000
+
+
+class _Nanoseconds:
+    """The marker of a duration field: seconds here, nanoseconds on the wire."""
+
+    def __repr__(self) -> str:
+        return "NANOSECONDS"
+
+
+NANOSECONDS = _Nanoseconds()
+
+#: The type of a duration field: seconds (a ``float``; ``timedelta`` accepted as
+#: input), nanoseconds in the server's JSON.
+Seconds = Annotated[float, NANOSECONDS]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JsonName:
+    """``Annotated[T, JsonName("ts")]``: the field is ``ts`` in the server's JSON."""
+
+    name: str
+
+
+def to_ns(seconds: float) -> int:
+    """Seconds as whole nanoseconds (rounded to the nearest)."""
+    return round(seconds * _NS)
+
+
+def from_ns(ns: int | float) -> float:
+    """Nanoseconds as seconds."""
+    return ns / _NS
+
+
+def _time_to_json(t: datetime) -> str:
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def _time_from_json(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    try:
+        return datetime.fromisoformat(v)
+    except ValueError:
+        return v  # kept as the server wrote it
+
+
+# ---------------------------------------------------------------------- field plans
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """How one field converts: ``out`` to JSON, ``inn`` from JSON, ``user`` from input."""
+
+    name: str
+    json_name: str
+    out: Callable[[Any], Any]
+    inn: Callable[[Any], Any]
+    user: Callable[[str, Any], Any]
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _user_same(name: str, v: Any) -> Any:
+    return v
+
+
+def _user_seconds(name: str, v: Any) -> float:
+    if isinstance(v, timedelta):
+        v = v.total_seconds()
+    return check_delay(name, v)
+
+
+def _user_time(name: str, v: Any) -> datetime:
+    if isinstance(v, datetime):
+        return v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+    if isinstance(v, str):
+        try:
+            return _user_time(name, datetime.fromisoformat(v))
+        except ValueError:
+            pass
+    raise InvalidArgumentTypeError(f"{name} must be a datetime, not {v!r}")
+
+
+def _strip_optional(hint: Any) -> Any:
+    """``X | None`` -> ``X``; anything else unchanged."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return hint
+
+
+def _is_record(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, JsonObject)
+
+
+def _is_enum(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, enum.Enum)
+
+
+def _enum_in(cls: type[enum.Enum]) -> Callable[[Any], Any]:
+    def inn(v: Any) -> Any:
+        try:
+            return cls(v)
+        except ValueError:
+            return v  # a value a newer server knows: kept as its string
+
+    return inn
+
+
+def _enum_user(cls: type[enum.Enum]) -> Callable[[str, Any], Any]:
+    def user(name: str, v: Any) -> Any:
+        try:
+            return cls(v)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in cls)
+            raise InvalidArgumentError(f"{name} must be one of {allowed}, not {v!r}") from None
+
+    return user
+
+
+def _enum_out(v: Any) -> Any:
+    return v.value if isinstance(v, enum.Enum) else v
+
+
+def _unannotated(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``Annotated[T, m...]`` -> (T, (m...)); anything else -> (hint, ())."""
+    if typing.get_origin(hint) is Annotated:
+        return typing.get_args(hint)[0], tuple(hint.__metadata__)
+    return hint, ()
+
+
+def _converters(
+    hint: Any,
+) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[str, Any], Any]]:
+    """(out, in, user) for a field of type ``hint``."""
+    t, marks = _unannotated(_strip_optional(_unannotated(hint)[0]))
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if origin is list and args and NANOSECONDS in _unannotated(args[0])[1]:
+        return (
+            lambda v: [to_ns(s) for s in v],
+            lambda v: [from_ns(n) for n in v] if isinstance(v, list) else v,
+            lambda name, v: [_user_seconds(name, s) for s in v],
+        )
+    if NANOSECONDS in marks:
+        return (
+            to_ns,
+            lambda v: from_ns(v) if isinstance(v, (int, float)) else v,
+            _user_seconds,
+        )
+    if t is datetime:
+        return _time_to_json, _time_from_json, _user_time
+    if _is_enum(t):
+        return _enum_out, _enum_in(t), _enum_user(t)
+    if _is_record(t):
+        return (
+            lambda v: v.to_json(),
+            lambda v: t.from_json(v) if isinstance(v, Mapping) else v,
+            lambda name, v: t.coerce(v, name),
+        )
+    if origin is list and args and _is_record(args[0]):
+        item = args[0]
+        return (
+            lambda v: [x.to_json() for x in v],
+            lambda v: [item.from_json(x) for x in v] if isinstance(v, list) else v,
+            lambda name, v: [item.coerce(x, name) for x in v],
+        )
+    if origin is dict and len(args) == 2 and _is_record(args[1]):
+        val = args[1]
+        return (
+            lambda v: {k: x.to_json() for k, x in v.items()},
+            lambda v: {k: val.from_json(x) for k, x in v.items()} if isinstance(v, dict) else v,
+            lambda name, v: {k: val.coerce(x, name) for k, x in v.items()},
+        )
+    return _same, _same, _user_same
+
+
+def _plans(cls: type[JsonObject]) -> tuple[_Plan, ...]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    plans = []
+    for f in dataclasses.fields(cls):
+        if f.name == "extra":
+            continue
+        hint = hints[f.name]
+        names = [m.name for m in _unannotated(hint)[1] if isinstance(m, JsonName)]
+        out, inn, user = _converters(hint)
+        plans.append(_Plan(f.name, names[0] if names else f.name, out, inn, user))
+    return tuple(plans)
+
+
+# ---------------------------------------------------------------------- the base
+@dataclasses.dataclass
+class JsonObject:
+    """The base of every typed JetStream record; see the module's docstring."""
+
+    #: The server's fields this version does not know, as the server sent them
+    #: (written back untouched by :meth:`to_json`; may also be set to send a field
+    #: this version does not know).
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True, repr=False)
+
+    _plans_cache: ClassVar[dict[type, tuple[_Plan, ...]]] = {}
+
+    @classmethod
+    def _field_plans(cls) -> tuple[_Plan, ...]:
+        plans = JsonObject._plans_cache.get(cls)
+        if plans is None:
+            plans = JsonObject._plans_cache[cls] = _plans(cls)
+        return plans
+
+    def __post_init__(self) -> None:
+        """Check and convert what a user gave: seconds and ``timedelta`` to float
+        seconds, strings to enum members, dicts to nested records."""
+        kind = type(self).__name__
+        for p in self._field_plans():
+            v = getattr(self, p.name)
+            if v is not None:
+                setattr(self, p.name, p.user(f"{kind}.{p.name}", v))
+        if not isinstance(self.extra, dict):
+            raise InvalidArgumentTypeError(f"{kind}.extra must be a dict, not {self.extra!r}")
+
+    # ------------------------------------------------------------------ server JSON
+    @classmethod
+    def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
+        """The record for the server's JSON object ``data`` (durations in nanoseconds).
+
+        Never refuses: fields it does not know go to :attr:`extra`, enum values it
+        does not know stay strings, a field the server left out keeps its default.
+        """
+        obj = cls.__new__(cls)
+        rest = dict(data)
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                setattr(obj, f.name, f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                setattr(obj, f.name, f.default_factory())
+            else:
+                setattr(obj, f.name, None)
+        for p in cls._field_plans():
+            if p.json_name in rest:
+                v = rest.pop(p.json_name)
+                setattr(obj, p.name, None if v is None else p.inn(v))
+        obj.extra = rest
+        return obj
+
+    def to_json(self) -> dict[str, Any]:
+        """The server's JSON object for this record (durations in nanoseconds), with
+        :attr:`extra` written back; fields that are ``None`` are left out."""
+        out: dict[str, Any] = {}
+        for p in self._field_plans():
+            v = getattr(self, p.name)
+            if v is not None:
+                out[p.json_name] = p.out(v)
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    # ------------------------------------------------------------------ user input
+    @classmethod
+    def coerce(cls: type[T], value: object, what: str | None = None) -> T:
+        """``value`` as a record: a record of this class as it is, a mapping of field
+        names (our names, durations in **seconds**) built into one.
+
+        :raises InvalidArgumentError: for a field this class does not have (give such
+            fields in ``extra``) or a bad value; :class:`InvalidArgumentTypeError` for
+            anything else.
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            return cls.build(value, {}, what)
+        raise InvalidArgumentTypeError(
+            f"{what or cls.__name__} must be a {cls.__name__} or a dict, "
+            f"not {type(value).__name__}"
+        )
+
+    @classmethod
+    def build(
+        cls: type[T], config: object, fields: Mapping[str, Any], what: str | None = None
+    ) -> T:
+        """A record from a record or mapping ``config`` (or ``None``) and keyword
+        ``fields`` overriding it: what the API's ``(config=None, **fields)`` calls take.
+        Units as for :meth:`coerce`; the record given is not changed."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if config is None:
+            merged = dict(fields)
+        elif isinstance(config, cls):
+            if not fields:
+                return config
+            merged = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
+            merged["extra"] = dict(config.extra)
+            merged.update(fields)
+        elif isinstance(config, Mapping):
+            merged = {**config, **fields}
+        else:
+            raise InvalidArgumentTypeError(
+                f"{what or 'config'} must be a {cls.__name__} or a dict, "
+                f"not {type(config).__name__}"
+            )
+        unknown = sorted(str(k) for k in merged if k not in names)
+        if unknown:
+            raise InvalidArgumentError(
+                f"{cls.__name__} has no field {', '.join(map(repr, unknown))} "
+                "(a field this version does not know goes in extra={...}, as the server's JSON)"
+            )
+        try:
+            return cls(**merged)
+        except TypeError as e:  # a required field missing
+            raise InvalidArgumentTypeError(f"{cls.__name__}: {e}") from None
+
+
+def seconds(name: str, value: object) -> float:
+    """``value`` (a number of seconds or a ``timedelta``) as seconds, finite and not
+    negative; :class:`InvalidArgumentError` naming ``name`` otherwise."""
+    return _user_seconds(name, value)
