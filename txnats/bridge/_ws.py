@@ -1,0 +1,102 @@
+"""``GET /v1/subscribe/<subject>`` as a WebSocket (autobahn), inside twisted.web.
+
+Text frames, JSON: ``{"subscribed": subject}`` once the server has the subscription,
+one message per NATS message (see :func:`~txnats.bridge._stream.message_dict`), and
+``{"dropped": n}`` where n messages were dropped because the client did not keep up.
+What the client sends is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from autobahn.twisted.resource import WebSocketResource
+from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.server import Request
+
+from txnats.bridge._stream import Pump, dropped_json, message_dict
+from txnats.bridge.context import BridgeContext
+from txnats.protocol.events import Msg
+
+__all__ = ["serve_websocket"]
+
+log = Logger()
+
+
+class _SubscribeProtocol(WebSocketServerProtocol):  # type: ignore[misc]
+    """One WebSocket client: a subscription feeding a :class:`Pump` on the transport."""
+
+    def onOpen(self) -> None:
+        ctx: BridgeContext = self.factory.bridge_ctx
+        subject: str = self.factory.bridge_subject
+        self._ctx = ctx
+        self._closed = False
+        metrics = ctx.metrics
+        try:
+            nc = ctx.nats()
+        except Exception as e:
+            self.sendClose(1011, str(e)[:100])
+            return
+        self.pump = Pump(
+            lambda frame: self.sendMessage(frame, isBinary=False),
+            lambda msg: json.dumps(message_dict(msg)).encode(), dropped_json,
+            max_msgs=ctx.config.stream_queue, max_bytes=ctx.config.stream_queue_bytes,
+            on_drop=metrics.drops.labels("websocket").inc,
+        )
+
+        def on_msg(msg: Msg) -> None:
+            metrics.count("subscribe", "out", len(msg.data))
+            self.pump.offer(msg)
+
+        self._sub = nc.subscribe(subject, on_msg, queue=self.factory.bridge_queue)
+        # The transport still has the HTTP channel it was taken from as its producer.
+        self.transport.unregisterProducer()
+        self.transport.registerProducer(self.pump, True)
+        ctx.streams.add(self)
+        metrics.streams.labels("websocket").inc()
+        sent = json.dumps({"subscribed": subject}).encode()
+        nc.flush().addCallbacks(lambda _: self._confirm(sent), self._flush_failed)
+
+    def _confirm(self, frame: bytes) -> None:
+        if not self._closed:
+            self.sendMessage(frame, isBinary=False)
+
+    def _flush_failed(self, failure: Failure) -> None:
+        log.info("WebSocket subscription not confirmed: {error}",
+                 error=failure.getErrorMessage())
+        self.close()
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        """Nothing to do with what the client sends."""
+
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        if getattr(self, "_ctx", None) is None or self._closed or not hasattr(self, "pump"):
+            return
+        self._closed = True
+        self.pump.stopProducing()
+        self._ctx.streams.discard(self)
+        self._ctx.metrics.streams.labels("websocket").dec()
+        try:
+            self._sub.unsubscribe()
+        except Exception as e:  # the client is closed already: nothing to withdraw
+            log.debug("unsubscribe after WebSocket end: {error}", error=e)
+
+    def close(self) -> None:
+        """Close with 1001, going away (the bridge is stopping)."""
+        if not self._closed:
+            self.sendClose(1001, "nats-bridge is stopping")
+
+
+def serve_websocket(
+    ctx: BridgeContext, request: Request, subject: str, queue: str | None
+) -> Any:
+    """Take the request's connection over as a WebSocket subscribed to ``subject``."""
+    factory = WebSocketServerFactory()
+    factory.protocol = _SubscribeProtocol
+    factory.bridge_ctx = ctx
+    factory.bridge_subject = subject
+    factory.bridge_queue = queue
+    return WebSocketResource(factory).render(request)

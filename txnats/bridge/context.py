@@ -1,0 +1,64 @@
+"""What the HTTP side of a running bridge shares: the client (once connected), the
+configuration, the metrics and the open streams."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from txnats.bridge.config import BridgeConfig
+from txnats.bridge.metrics import BridgeMetrics
+from txnats.client import Client, ClientState
+from txnats.errors import ConnectionClosedError
+
+__all__ = ["BridgeContext", "Stream"]
+
+
+class Stream(Protocol):
+    """An open SSE or WebSocket subscription."""
+
+    def close(self) -> None:
+        """End the stream (the bridge is stopping)."""
+
+
+class BridgeContext:
+    """The state one bridge's resources share.
+
+    :param reactor: the reactor (clock, endpoints).
+    :param config: the bridge's configuration.
+    :param metrics: its metrics.
+    """
+
+    def __init__(self, reactor: Any, config: BridgeConfig, metrics: BridgeMetrics) -> None:
+        self.reactor = reactor
+        self.config = config
+        self.metrics = metrics
+        self.client: Client | None = None
+        self.streams: set[Stream] = set()
+        self.kv: dict[str, Any] = {}
+        self.started_at: float = reactor.seconds()
+        #: The embedded server's URL and JetStream directory, when there is one.
+        self.embedded_url: str | None = None
+        self.data_dir: str | None = None
+        self.stopping = False
+
+    def ready(self) -> bool:
+        """Whether the bridge is connected to NATS (and not stopping)."""
+        return (
+            not self.stopping and self.client is not None
+            and self.client.state == ClientState.CONNECTED
+        )
+
+    def nats(self) -> Client:
+        """The NATS client.
+
+        :raises ConnectionClosedError: before the bridge has connected, or while it stops.
+        """
+        if self.client is None or self.stopping:
+            raise ConnectionClosedError("the bridge is not connected to NATS")
+        return self.client
+
+    def close_streams(self) -> None:
+        """End every open stream."""
+        for stream in list(self.streams):
+            stream.close()
+        self.streams.clear()
