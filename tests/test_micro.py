@@ -20,8 +20,9 @@ from txnats import micro
 from txnats.errors import NatsError
 from txnats.micro import ERROR_CODE_HEADER, ERROR_HEADER, Request
 
-#: Seconds a discovery call gathers answers (all instances answer within it).
-GATHER = 0.5
+#: Gathering answers ends this long after the latest one (or at WAIT with none). The
+#: instances run in this process and answer in the same reactor turn or the next.
+STALL = 0.5
 
 
 class MicroTests(ServerPerClass, TestCase):
@@ -59,11 +60,11 @@ class MicroTests(ServerPerClass, TestCase):
         svcs = await self.instances(3, lambda r: r.respond(b"ok"), metadata={"m": "1"})
         nc = await self.connect()
         ids = {s.id for s in svcs}
-        pings = await micro.ping(nc, self.service_name(), timeout=GATHER)
+        pings = await micro.ping(nc, self.service_name(), timeout=WAIT, stall=STALL)
         self.assertEqual({p.id for p in pings}, ids)
-        everything = await micro.ping(nc, timeout=GATHER)
+        everything = await micro.ping(nc, timeout=WAIT, stall=STALL)
         self.assertTrue(ids <= {p.id for p in everything})
-        infos = await micro.info(nc, self.service_name(), timeout=GATHER)
+        infos = await micro.info(nc, self.service_name(), timeout=WAIT, stall=STALL)
         self.assertEqual({i.id for i in infos}, ids)
         for i in infos:
             self.assertEqual([(e.name, e.subject, e.queue_group) for e in i.endpoints],
@@ -76,7 +77,7 @@ class MicroTests(ServerPerClass, TestCase):
             raw = await nc.request(micro.control_subject(verb, self.service_name(), one),
                                    timeout=WAIT)
             validate(json.loads(raw.data), f"io.nats.micro.v1.{verb.lower()}_response")
-        self.assertEqual(await micro.ping(nc, "nobody-here", timeout=GATHER), [])
+        self.assertEqual(await micro.ping(nc, "nobody-here", timeout=WAIT, stall=STALL), [])
         quick = await micro.ping(nc, self.service_name(), timeout=WAIT, stall=0.2)
         self.assertEqual({p.id for p in quick}, ids)
 
@@ -114,7 +115,8 @@ class MicroTests(ServerPerClass, TestCase):
         self.assertEqual(sum(counts), 3000)
         self.assertFalse(victim.endpoints[0].is_active)
         self.assertTrue(all(s.endpoints[0].is_active for s in svcs[1:]))
-        self.assertEqual(await micro.ping(nc, victim.name, victim.id, timeout=GATHER), [])
+        gone = await micro.ping(nc, victim.name, victim.id, timeout=WAIT, stall=STALL)
+        self.assertEqual(gone, [])
         figure(2, requests=3000, spread=spread, spread_bound="800..1200",
                under_stop=3000, answered=second["answered"], lost=3000 - second["answered"],
                per_instance_after_stop=counts, seconds=round(second["seconds"], 2))
@@ -197,7 +199,7 @@ class MicroTests(ServerPerClass, TestCase):
         await self.instance_clients[0].close()
         reason = await bounded(stopped, WAIT, "the service's stop")
         self.assertIsInstance(reason, txnats.ConnectionClosedError)
-        pings = await micro.ping(nc, self.service_name(), timeout=GATHER)
+        pings = await micro.ping(nc, self.service_name(), timeout=WAIT, stall=STALL)
         self.assertEqual([p.id for p in pings], [svcs[1].id])
         reply = await nc.request(f"{self.service_name()}.work", timeout=WAIT)
         self.assertEqual(reply.data, b"ok")
