@@ -500,15 +500,63 @@ class PublishAsyncTests(JsHarness, SynchronousTestCase):
         super().setUp()
         self.js = self.client.jetstream(publish_async_max_pending=3)
 
-    def test_window_full_raises_and_sends_nothing(self) -> None:
+    def test_window_full_waits_then_fails_and_sends_nothing(self) -> None:
+        """With the window full a call waits its stall_wait (0.2 s by default), then
+        fails with TooManyStalledMsgsError, having sent nothing."""
         ds = [self.js.publish_async("a", b"%d" % i) for i in range(3)]
         self.assertEqual(self.js.publish_async_pending, 3)
         self.assertEqual(len(self.pubs()), 3)
-        self.assertRaises(TooManyStalledMsgsError, self.js.publish_async, "a", b"late")
+        late = self.js.publish_async("a", b"late")
+        self.clock.advance(0.19)
+        self.assertNoResult(late)
+        self.clock.advance(0.01)
+        self.failureResultOf(late, TooManyStalledMsgsError)
         self.assertEqual(self.pubs(), [])
         self.assertEqual(self.js.publish_async_pending, 3)
         for d in ds:
             self.assertNoResult(d)
+        self.failureResultOf(self.js.publish_async("a", stall_wait=0), TooManyStalledMsgsError)
+        self.assertRaises(InvalidArgumentError, self.js.publish_async, "a", stall_wait=-1)
+        self.assertEqual(self.pubs(), [])
+
+    def test_stalled_calls_sent_in_order_as_room_frees(self) -> None:
+        """Waiting calls go out oldest first as acknowledgements free room; a call made
+        while others wait queues behind them even if there is room by then."""
+        ds = [self.js.publish_async("a", b"%d" % i) for i in range(3)]
+        frames = self.pubs()
+        w1 = self.js.publish_async("a", b"w1", stall_wait=5)
+        w2 = self.js.publish_async("a", b"w2", stall_wait=5)
+        later: list[Deferred[PubAck]] = []
+        # Called in the ack's callback, when there is room but w1 and w2 wait: it queues.
+        ds[0].addCallback(lambda _: later.append(self.js.publish_async("a", b"w3", stall_wait=5)))
+        self.answer(frames[0], {"stream": "S", "seq": 1})  # w1 takes the room it frees
+        self.successResultOf(ds[0])
+        [w3] = later
+        self.assertEqual(self.js.publish_async_pending, 3)
+        [sent] = self.pubs()
+        self.assertEqual(sent.data, b"w1")
+        self.answer(frames[1], {"stream": "S", "seq": 2})
+        self.answer(frames[2], {"stream": "S", "seq": 3})
+        self.assertEqual([f.data for f in self.pubs()], [b"w2", b"w3"])
+        self.answer(sent, {"stream": "S", "seq": 4})
+        self.assertEqual(self.successResultOf(w1).seq, 4)
+        self.assertNoResult(w2)
+        self.assertNoResult(w3)
+
+    def test_stalled_call_cancellable(self) -> None:
+        """Cancelling a waiting call takes it out of the line: it is never sent."""
+        ds = [self.js.publish_async("a", b"%d" % i) for i in range(3)]
+        frames = self.pubs()
+        w1 = self.js.publish_async("a", b"w1", stall_wait=5)
+        w2 = self.js.publish_async("a", b"w2", stall_wait=5)
+        w1.cancel()
+        self.failureResultOf(w1, CancelledError)
+        self.answer(frames[0], {"stream": "S", "seq": 1})
+        self.successResultOf(ds[0])
+        self.clock.advance(0)
+        self.assertEqual([f.data for f in self.pubs()], [b"w2"])
+        self.clock.advance(10)  # its stall timer was stopped when it was sent
+        self.assertNoResult(w2)
 
     def test_room_fires_after_an_ack(self) -> None:
         ds = [self.js.publish_async("a", b"%d" % i) for i in range(3)]

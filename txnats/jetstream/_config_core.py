@@ -32,6 +32,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from txnats._args import check_delay
@@ -66,8 +67,10 @@ class JsonName:
 
 
 def to_ns(seconds: float) -> int:
-    """Seconds as whole nanoseconds (rounded to the nearest)."""
-    return round(seconds * _NS)
+    """Seconds as whole nanoseconds, the nearest to the decimal number ``seconds``
+    prints as: exact back and forth with :func:`from_ns` for any number of nanoseconds
+    below 2**52 (52 days) and any number of microseconds below 2**52 (142 years)."""
+    return round(Decimal(repr(float(seconds))) * _NS)
 
 
 def from_ns(ns: int | float) -> float:
@@ -180,7 +183,9 @@ def _converters(
     hint: Any,
 ) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[str, Any], Any]]:
     """(out, in, user) for a field of type ``hint``."""
-    t, marks = _unannotated(_strip_optional(_unannotated(hint)[0]))
+    outer, marks0 = _unannotated(hint)  # Annotated[X | None, ...] or Annotated[X, ...]
+    t, marks1 = _unannotated(_strip_optional(outer))  # X | None with X Annotated
+    marks = marks0 + marks1
     origin = typing.get_origin(t)
     args = typing.get_args(t)
     if origin is list and args and NANOSECONDS in _unannotated(args[0])[1]:

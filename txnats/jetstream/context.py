@@ -14,11 +14,13 @@ they import nothing of it at run time.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_delay, check_timeout
@@ -80,14 +82,30 @@ __all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "bucket_not_found", "ch
 _NOT_ENABLED = frozenset((10039, 10076))
 
 
+class _Stalled:
+    """A publish_async call waiting for room in the window."""
+
+    __slots__ = ("d", "data", "hdrs", "sent", "subject", "timer")
+
+    def __init__(self, subject: str, data: bytes, hdrs: HeaderInput | None) -> None:
+        self.subject = subject
+        self.data = data
+        self.hdrs = hdrs
+        self.d: Deferred[PubAck] = Deferred()
+        self.timer: IDelayedCall | None = None
+        self.sent: Deferred[PubAck] | None = None
+
+
 class JetStreamContext:
     """JetStream for one client: ``nc.jetstream()`` or ``JetStreamContext(nc)``.
 
     ``domain`` or ``prefix`` (not both) select another JetStream domain or an imported
     API (ADR-19). ``timeout`` (seconds, finite and above zero) bounds every API request
     and publish acknowledgement. ``publish_async_max_pending`` (at least 1) bounds the
-    publishes awaiting their acknowledgement. Both may be changed later; a bad value
-    raises :class:`InvalidArgumentError` and changes nothing.
+    publishes awaiting their acknowledgement; ``publish_async_stall_wait`` (seconds, 0 or
+    more; 0.2 as in nats.go) is how long a ``publish_async`` call waits for room in a
+    full window before failing with :class:`TooManyStalledMsgsError`. All may be
+    changed later; a bad value raises :class:`InvalidArgumentError` and changes nothing.
     """
 
     def __init__(
@@ -98,6 +116,7 @@ class JetStreamContext:
         domain: str | None = None,
         timeout: float = 5.0,
         publish_async_max_pending: int = 4000,
+        publish_async_stall_wait: float = 0.2,
     ) -> None:
         if prefix is not None and domain is not None:
             raise InvalidArgumentError("give a JetStream prefix or a domain, not both")
@@ -106,6 +125,7 @@ class JetStreamContext:
         self._max_pending = check_count(
             "publish_async_max_pending", publish_async_max_pending
         )
+        self._stall_wait = check_delay("publish_async_stall_wait", publish_async_stall_wait)
         if domain:
             prefix = f"$JS.{domain}.API"
         self.client = client
@@ -117,6 +137,8 @@ class JetStreamContext:
         self._complete_waiters: list[Deferred[None]] = []
         self._notify_due = False
         self._acks: AckInbox | None = None
+        #: publish_async calls waiting for room, in call order.
+        self._stalled: deque[_Stalled] = deque()
 
     # ------------------------------------------------------------------ options
     @property
@@ -138,6 +160,15 @@ class JetStreamContext:
     def publish_async_max_pending(self, value: int) -> None:
         self._max_pending = check_count("publish_async_max_pending", value)
         self._low_water = value // 2
+
+    @property
+    def publish_async_stall_wait(self) -> float:
+        """Seconds a ``publish_async`` call waits for room in a full window."""
+        return self._stall_wait
+
+    @publish_async_stall_wait.setter
+    def publish_async_stall_wait(self, value: float) -> None:
+        self._stall_wait = check_delay("publish_async_stall_wait", value)
 
     # ------------------------------------------------------------------ the API
     def api_request(
@@ -532,29 +563,34 @@ class JetStreamContext:
         msg_id: str | None = None, expected_stream: str | None = None,
         expected_last_seq: int | None = None, expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, ttl: float | None = None,
+        stall_wait: float | None = None,
     ) -> Deferred[PubAck]:
         """Publish without waiting; the returned Deferred fires with the :class:`PubAck`.
 
-        At most ``publish_async_max_pending`` publishes await their acknowledgement; with
-        that many out, this raises :class:`TooManyStalledMsgsError` and sends nothing
-        (wait for :meth:`publish_async_room`). Bad input raises as ``publish`` does; when
-        it raises, nothing was sent. A publish no stream takes fails its Deferred with
-        :class:`NoStreamResponseError`, a refused one with its :class:`APIError`, and
-        one still unacknowledged after the context's ``timeout`` (checked every half
+        At most ``publish_async_max_pending`` publishes await their acknowledgement. With
+        that many out, the call waits for room (in call order, behind any call already
+        waiting) up to ``stall_wait`` seconds (``None``: the context's
+        ``publish_async_stall_wait``, 0.2 by default; 0: not at all), then fails its
+        Deferred with :class:`TooManyStalledMsgsError`, having sent nothing. Cancelling
+        a waiting call takes it out of the line. Bad input raises as ``publish`` does;
+        when it raises, nothing was sent. A publish no stream takes fails its Deferred
+        with :class:`NoStreamResponseError`, a refused one with its :class:`APIError`,
+        and one still unacknowledged after the context's ``timeout`` (checked every half
         ``timeout``, so within 1.5 times it) with :class:`TimeoutError`: it may still
         have been stored, so publish with ``msg_id`` to retry safely. Closing the client
         fails the publishes still waiting with :class:`ConnectionClosedError`.
-        A bad ``ttl`` or expected sequence raises :class:`InvalidArgumentError`.
         """
         check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
-        if self._async_pending >= self._max_pending:
-            raise TooManyStalledMsgsError(
-                f"{self._async_pending} publishes await their acknowledgement"
-            )
+        wait = self._stall_wait if stall_wait is None else check_delay("stall_wait", stall_wait)
         hdrs = headers_for(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, ttl,
         )
+        if self._async_pending >= self._max_pending or self._stalled:
+            return self._stall(subject, data, hdrs, wait)
+        return self._send_async(subject, data, hdrs)
+
+    def _send_async(self, subject: str, data: bytes, hdrs: HeaderInput | None) -> Deferred[PubAck]:
         acks = self._acks
         if acks is None:
             acks = self._acks = AckInbox(self, self._async_done)
@@ -565,12 +601,57 @@ class JetStreamContext:
             self._async_pending -= 1  # refused by the client: nothing was sent
             raise
 
+    def _stall(
+        self, subject: str, data: bytes, hdrs: HeaderInput | None, wait: float
+    ) -> Deferred[PubAck]:
+        """Queue a publish_async call until there is room, for at most ``wait`` seconds."""
+        if wait <= 0:
+            return fail(TooManyStalledMsgsError(
+                f"{self._async_pending} publishes await their acknowledgement"
+            ))
+        entry = _Stalled(subject, data, hdrs)
+
+        def cancel(_: Deferred[PubAck]) -> None:
+            if entry.sent is not None:  # sent already: cancel its wait for the ack
+                entry.sent.cancel()
+                return
+            self._stalled.remove(entry)
+            if entry.timer is not None and entry.timer.active():
+                entry.timer.cancel()
+
+        def expire() -> None:
+            self._stalled.remove(entry)
+            entry.d.errback(TooManyStalledMsgsError(
+                f"no room for {wait}s: {self._async_pending} publishes await their "
+                "acknowledgement"
+            ))
+
+        entry.d = Deferred(cancel)
+        entry.timer = self.client.clock.callLater(wait, expire)
+        self._stalled.append(entry)
+        return entry.d
+
+    def _release_stalled(self) -> None:
+        """Send the waiting publish_async calls, oldest first, while there is room."""
+        while self._stalled and self._async_pending < self._max_pending:
+            entry = self._stalled.popleft()
+            if entry.timer is not None and entry.timer.active():
+                entry.timer.cancel()
+            try:
+                sent = self._send_async(entry.subject, entry.data, entry.hdrs)
+            except Exception as e:  # the client refused it (closed, buffer full, ...)
+                entry.d.errback(e)
+                continue
+            entry.sent = sent
+            sent.chainDeferred(entry.d)
+
     def _async_done(self) -> None:
         """One publish_async ended (acknowledged, refused, timed out or cancelled)."""
         self._async_pending -= 1
         if (
             (self._complete_waiters and not self._async_pending)
             or (self._room_waiters and self._async_pending <= self._low_water)
+            or self._stalled
         ) and not self._notify_due:
             # Waiters run once this acknowledgement's own callbacks (the caller's,
             # added to the Deferred we returned) have run, not in the middle of them.
@@ -579,6 +660,8 @@ class JetStreamContext:
 
     def _notify_waiters(self) -> None:
         self._notify_due = False
+        if self._stalled:
+            self._release_stalled()
         if self._room_waiters and self._async_pending <= self._low_water:
             waiters, self._room_waiters = self._room_waiters, []
             for w in waiters:
@@ -592,7 +675,7 @@ class JetStreamContext:
         """Fires at once if ``publish_async`` may be called now; else once no more than
         half the window awaits acknowledgement (so that a loop waiting for room wakes
         once per half window, not once per acknowledgement)."""
-        if self._async_pending < self._max_pending:
+        if self._async_pending < self._max_pending and not self._stalled:
             return succeed(None)
         d: Deferred[None] = Deferred(self._room_waiters.remove)
         self._room_waiters.append(d)
