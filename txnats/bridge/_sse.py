@@ -101,5 +101,8 @@ class SseStream:
             return
         request: Any = self._request
         self._gone(None)
+        channel = request.channel  # finish() lets go of it
         request.unregisterProducer()
         request.finish()
+        if channel is not None:
+            channel.loseConnection()  # no keep-alive: the bridge is going away

@@ -38,7 +38,7 @@ class _SubscribeProtocol(WebSocketServerProtocol):  # type: ignore[misc]
         try:
             nc = ctx.nats()
         except Exception as e:
-            self.sendClose(1011, str(e)[:100])
+            self.sendClose(4503, str(e)[:100])  # 4000-4999: for applications
             return
         self.pump = Pump(
             lambda frame: self.sendMessage(frame, isBinary=False),
@@ -85,9 +85,9 @@ class _SubscribeProtocol(WebSocketServerProtocol):  # type: ignore[misc]
             log.debug("unsubscribe after WebSocket end: {error}", error=e)
 
     def close(self) -> None:
-        """Close with 1001, going away (the bridge is stopping)."""
+        """Close (code 1000: autobahn lets applications send no 1001) as the bridge stops."""
         if not self._closed:
-            self.sendClose(1001, "nats-bridge is stopping")
+            self.sendClose(1000, "nats-bridge is stopping")
 
 
 def serve_websocket(

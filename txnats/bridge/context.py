@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from twisted.logger import Logger
+
 from txnats.bridge.config import BridgeConfig
 from txnats.bridge.metrics import BridgeMetrics
 from txnats.client import Client, ClientState
 from txnats.errors import ConnectionClosedError
 
 __all__ = ["BridgeContext", "Stream"]
+
+log = Logger()
 
 
 class Stream(Protocol):
@@ -60,5 +64,8 @@ class BridgeContext:
     def close_streams(self) -> None:
         """End every open stream."""
         for stream in list(self.streams):
-            stream.close()
+            try:
+                stream.close()
+            except Exception:
+                log.failure("nats-bridge: ending a stream failed")
         self.streams.clear()
