@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.error import ConnectionRefusedError
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
@@ -129,7 +130,7 @@ class StreamTests(BridgeCase):
         # Another member of the queue group: the 40 messages are split between them.
         other = nc.subscribe("bridge.ws", queue="q1")
         await bounded(nc.flush())
-        for i in range(40):
+        for _ in range(40):
             nc.publish("bridge.ws", b"x")
         await wait_until(lambda: len(ws.frames) - 21 + other.pending_msgs == 40,
                          what="40 messages split in the queue group")
@@ -286,7 +287,7 @@ class OperationsTests(TestCase):
         await bounded(service.stopService(), 20, "the bridge stopping")
         await wait_until(lambda: sse.proto.lost, what="the SSE stream ending")
         self.assertEqual((await sub.next_msg(timeout=WAIT)).data, b"last")
-        with self.assertRaises(Exception):
+        with self.assertRaises(ConnectionRefusedError):
             await http("GET", f"{url}/healthz", seconds=2)
 
 
@@ -294,8 +295,9 @@ class PolicyUnitTests(SynchronousTestCase):
     def test_rules_and_matching(self) -> None:
         """Allow rules bound a route's subjects (a wildcard subscription must lie inside
         them); deny rules refuse any overlap and win; other routes are unaffected."""
-        policy = SubjectPolicy(allow=[parse_rule("publish:orders.>"), parse_rule("subscribe:sub.*")],
-                               deny=[parse_rule("orders.secret.>"), parse_rule("kv:cfg.x")])
+        policy = SubjectPolicy(
+            allow=[parse_rule("publish:orders.>"), parse_rule("subscribe:sub.*")],
+            deny=[parse_rule("orders.secret.>"), parse_rule("kv:cfg.x")])
         self.assertTrue(policy.permits("publish", "orders.new"))
         self.assertFalse(policy.permits("publish", "orders"))
         self.assertFalse(policy.permits("publish", "billing.x"))
