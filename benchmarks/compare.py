@@ -96,6 +96,11 @@ def suite(quick: bool) -> list[Row]:
     rows.append(Row("req-seq", f"request/reply sequential, {dur} s", seq, seq, "req/s"))
     win = (*seq, "--inflight", "100")
     rows.append(Row("req-100", f"request/reply 100 in flight, {dur} s", win, win, "req/s"))
+    micro = ("micro", *seq[1:])
+    rows.append(Row("micro-seq", f"service endpoint sequential, {dur} s", micro, micro, "req/s"))
+    micro = (*micro, "--inflight", "100")
+    rows.append(Row("micro-100", f"service endpoint 100 in flight, {dur} s", micro, micro,
+                    "req/s"))
     args = ("fanout", "--msgs", str(fan), "--size", "16", "--subs", "5")
     rows.append(Row("fanout", f"fan-out 1 -> 5, {fan:,} x 16 B", args, args))
     js = 2_000 if quick else 100_000

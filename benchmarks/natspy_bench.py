@@ -23,6 +23,8 @@ How each workload uses nats-py (its documented, ordinary usage):
 - req: a responder connection answers with ``await msg.respond(msg.data)`` in a
   ``cb=``; the requester makes ``await nc.request(...)`` sequentially, or keeps M in
   flight with M sequential loops under ``asyncio.gather`` (a bounded window).
+- micro: as req, but the responder is a ``nats.micro`` service whose endpoint answers
+  with ``await req.respond(req.data)``.
 
 Every subscriber and responder connection is confirmed (:func:`_confirm`) before the
 clock starts, so the server knows its subscription before the first message.
@@ -41,7 +43,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-WORKLOADS = ("pub", "pub-plain", "pubsub", "req", "fanout", "js-pub", "kv", "obj")
+WORKLOADS = ("pub", "pub-plain", "pubsub", "req", "fanout", "js-pub", "kv", "obj", "micro")
 MODES = ("cb", "iter", "next")
 STALL = 10.0
 
@@ -333,6 +335,72 @@ async def bench_req(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+async def bench_micro(args: argparse.Namespace) -> dict[str, Any]:
+    """``req`` with the responder a ``nats.micro`` service endpoint."""
+    from nats.micro import add_service
+
+    duration = args.duration
+    if duration is None and args.msgs is None:
+        duration = 5.0
+    responder = await _connect(args, "natspy-bench-micro-0")
+    requester = await _connect(args, "natspy-bench-micro-1")
+    latencies: list[float] = []
+    try:
+
+        async def echo(req: Any) -> None:
+            await req.respond(req.data)
+
+        svc = await add_service(responder, name="natspy-bench", version="1.0.0")
+        await svc.add_endpoint(name="echo", subject=args.subject, handler=echo)
+        await _confirm(responder)
+        payload = b"x" * args.size
+        perf = time.perf_counter
+        remaining = [args.msgs or 0]
+        deadline = [0.0]
+
+        async def worker() -> None:
+            request = requester.request
+            append = latencies.append
+            while True:
+                if duration is not None:
+                    if perf() >= deadline[0]:
+                        return
+                elif remaining[0] <= 0:
+                    return
+                else:
+                    remaining[0] -= 1
+                t0 = perf()
+                await request(args.subject, payload, timeout=5.0)
+                append(perf() - t0)
+
+        start = perf()
+        deadline[0] = start + (duration or 0.0)
+        await _watch(
+            asyncio.gather(*(worker() for _ in range(args.inflight))),
+            lambda: len(latencies),
+            "requesting",
+        )
+        elapsed = perf() - start
+        await svc.stop()
+    finally:
+        await responder.close()
+        await requester.close()
+    n = len(latencies)
+    latencies.sort()
+    result = _base(args, "micro", msgs=n, size=args.size, pubs=1, subs=1,
+                   inflight=args.inflight)
+    _rates(result, n, n * args.size * 2, elapsed)
+    result["requests"] = n
+    result["duration"] = duration
+    result["latency_us"] = {
+        "p50": round(percentile(latencies, 50) * 1e6, 1),
+        "p90": round(percentile(latencies, 90) * 1e6, 1),
+        "p99": round(percentile(latencies, 99) * 1e6, 1),
+        "max": round((latencies[-1] if latencies else 0.0) * 1e6, 1),
+    }
+    return result
+
+
 BENCH_STREAM = "TXNATS_BENCH"
 BENCH_BUCKET = "txnats_bench"
 
@@ -450,6 +518,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         return await bench_kv(args)
     if args.workload == "obj":
         return await bench_obj(args)
+    if args.workload == "micro":
+        return await bench_micro(args)
     if args.workload == "pub":
         return await bench_pub(args)
     if args.workload == "pub-plain":
@@ -466,7 +536,7 @@ def _human(r: dict[str, Any]) -> str:
     kind = " (plain loop)" if r.get("publish_loop") == "plain" else ""
     head = f"nats-py {r['version']} ({r['loop']}) {r['workload']}{kind}"
     text = f"{head}: {r['msgs_per_sec']:,.0f} msgs/sec ~ {r['mb_per_sec']:.2f} MB/sec"
-    if r["workload"] == "req":
+    if r["workload"] in ("req", "micro"):
         lat = r["latency_us"]
         text += f"; latency p50 {lat['p50']:,.0f} µs, p90 {lat['p90']:,.0f} µs, "
         text += f"p99 {lat['p99']:,.0f} µs"
@@ -501,7 +571,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.msgs = 10_000 if args.workload == "kv" else 3
     if args.subs is None:
         args.subs = 5 if args.workload == "fanout" else 1
-    if args.msgs is None and args.workload != "req":
+    if args.msgs is None and args.workload not in ("req", "micro"):
         args.msgs = 100_000
     if min(args.pubs, args.subs, args.inflight) < 1:
         parser.error("--pubs, --subs and --inflight must be at least 1")

@@ -372,6 +372,7 @@ TERMINAL_RUNS: dict[str, tuple[tuple[str, ...], str]] = {
     "js-pub": (("--msgs", "500", "--size", "16"), "JetStream publish_async stats:"),
     "kv": (("--msgs", "50", "--size", "16"), "KV stats:"),
     "obj": (("--msgs", "1", "--size", "100000"), "Object store stats:"),
+    "micro": (("--duration", "0.5"), "Micro stats"),
 }
 
 
@@ -442,6 +443,10 @@ class BenchOnTerminalTests(ServerPerClass, TestCase):
     async def test_req_duration_inflight(self) -> None:
         """``bench req --duration --inflight 20`` on a terminal prints its result."""
         await self.run_on_terminal("req", "--inflight", "20")
+
+    async def test_micro(self) -> None:
+        """``bench micro`` (a service endpoint) on a terminal prints its result."""
+        await self.run_on_terminal("micro")
 
     async def test_req_msgs(self) -> None:
         """``bench req --msgs`` on a terminal (the bar counts requests) prints its

@@ -7,6 +7,7 @@ In the spirit of the ``nats`` CLI::
     txnats pub greet.joe hello --count 3 -H X-Trace:1
     txnats reply svc.echo                          # echo every request back
     txnats req svc.echo hi --timeout 2
+    txnats micro ls                                # the services (ADR-32) that answer
     txnats bench pubsub --msgs 200000 --size 128   # starts its own server
 
 Every client command takes the connection flags (``--server/-s`` and credentials).
@@ -45,6 +46,7 @@ from zope.interface import provider
 
 from txnats.cli._cmd_bench import run_bench, start_bench_server
 from txnats.cli._cmd_messages import run_pub, run_reply, run_req, run_sub
+from txnats.cli._cmd_micro import run_micro
 from txnats.cli._cmd_server import run_server, start_server
 from txnats.cli._common import PROG, CLIError, one_line, status
 from txnats.cli._parser import build_parser
@@ -61,6 +63,7 @@ _COMMANDS: dict[str, Callable[..., Any]] = {
     "reply": run_reply,
     "server": run_server,
     "bench": run_bench,
+    "micro": run_micro,
 }
 
 

@@ -57,11 +57,11 @@ def add_bench(commands: Subcommands, conn: Parser) -> None:
     )
     p.add_argument(
         "--inflight", type=positive_int, default=1, metavar="M",
-        help="req: requests outstanding at once (default: %(default)s, sequential)",
+        help="req, micro: requests outstanding at once (default: %(default)s, sequential)",
     )
     p.add_argument(
         "--duration", type=positive_float, metavar="SECS",
-        help="req: run for SECS seconds (default: 5 unless --msgs is given)",
+        help="req, micro: run for SECS seconds (default: 5 unless --msgs is given)",
     )
     p.add_argument(
         "--mode", choices=MODES, default="handler",
@@ -109,6 +109,10 @@ def _human_req(result: Result) -> str:
     )
 
 
+def _human_micro(result: Result) -> str:
+    return "Micro stats (a txnats.micro endpoint): " + _human_req(result)[len("Req stats: "):]
+
+
 def _human_js_pub(result: Result) -> str:
     return (
         f"JetStream publish_async stats: {_rate(result)} msgs/sec ~ {_mb(result)}\n"
@@ -152,6 +156,7 @@ def _human_received(result: Result) -> str:
 _HUMAN: dict[str, Callable[[Result], str]] = {
     "pub": _human_pub,
     "req": _human_req,
+    "micro": _human_micro,
     "js-pub": _human_js_pub,
     "kv": _human_kv,
     "obj": _human_obj,

@@ -8,6 +8,7 @@ import argparse
 from txnats._version import __version__
 from txnats.cli._cmd_bench import add_bench
 from txnats.cli._cmd_messages import add_pub, add_reply, add_req, add_sub
+from txnats.cli._cmd_micro import add_micro
 from txnats.cli._cmd_server import add_server
 from txnats.cli._common import PROG
 from txnats.cli._flags import Formatter, Parser, connection_flags
@@ -35,5 +36,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_req(commands, conn)
     add_reply(commands, conn)
     add_server(commands)
+    add_micro(commands, conn)
     add_bench(commands, conn)
     return parser

@@ -10,13 +10,13 @@ connections of their own, as ``nats bench`` does, and returns a result dict that
 
 ``msgs_per_sec`` is the headline figure of every workload: published messages for
 ``pub`` and ``pub-plain``, received messages (over all subscribers) for ``sub``,
-``pubsub`` and ``fanout``, completed requests for ``req``. Latencies are in
+``pubsub`` and ``fanout``, completed requests for ``req`` and ``micro``. Latencies are in
 microseconds.
 
 The package's modules: ``_common`` (the result, the progress sink, the helpers every
 workload uses), ``core`` (``pub``, ``pub-plain``, ``sub``, ``pubsub``, ``req``,
-``fanout``) and ``jetstream`` (``js-pub``, ``kv``, ``obj``); both import ``_common``,
-neither imports the other. :func:`run_workload` runs one by name.
+``fanout``), ``jetstream`` (``js-pub``, ``kv``, ``obj``) and ``micro`` (``micro``); each
+imports ``_common``, none imports another. :func:`run_workload` runs one by name.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ WORKLOADS: Mapping[str, str] = {
     "js-pub": "JetStream publish_async to a memory stream, 4000 unacked at most; acked/s",
     "kv": "key-value: --msgs sequential puts, then as many gets (default 10000); ops/s",
     "obj": "object store: put one --size object (default 64 MiB), get it --msgs times (3)",
+    "micro": "a service endpoint (txnats.micro) answering echo requests; req/s and latency",
 }
 
 #: The payload size (bytes) of a workload not given one, when it is not 128.
@@ -111,6 +112,14 @@ async def run_workload(
     size = _DEFAULT_SIZE.get(workload, 128) if size is None else size
     if workload in ("js-pub", "kv", "obj"):
         return await _run_jetstream(reactor, servers, workload, n, size, subject, options, progress)
+    if workload == "micro":
+        # Imported when asked for, as the JetStream workloads are.
+        from txnats.cli.bench.micro import bench_micro
+
+        return await bench_micro(
+            reactor, servers, msgs=msgs, duration=duration, size=size, inflight=inflight,
+            subject=subject, options=options, progress=progress,
+        )
     common: dict[str, Any] = {"subject": subject, "options": options, "progress": progress}
     if workload == "pub":
         return await bench_pub(reactor, servers, msgs=n, size=size, pubs=pubs, **common)
