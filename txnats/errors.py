@@ -18,6 +18,7 @@ __all__ = [
     "ConnectError",
     "ConnectionClosedError",
     "ConnectionDrainingError",
+    "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
     "ConsumerExistsError",
     "ConsumerNotFoundError",
@@ -38,6 +39,7 @@ __all__ = [
     "MaxPayloadError",
     "MsgNotFoundError",
     "NatsError",
+    "NoHeartbeatError",
     "NoReplySubjectError",
     "NoRespondersError",
     "NoServersError",
@@ -303,6 +305,17 @@ class TooManyStalledMsgsError(JetStreamError):
 
 class OrderedConsumerError(JetStreamError):
     """An ordered consumer could not be (re)created, or its stream went away."""
+
+
+class ConsumerDeletedError(APIError):
+    """A pull ended because its consumer was deleted (status 409 "Consumer Deleted"):
+    ``consume()`` and ``messages()`` end with it."""
+
+
+class NoHeartbeatError(JetStreamError, TimeoutError):
+    """A consumer heard nothing (no message, no idle heartbeat) for twice its idle
+    heartbeat interval. Reported to ``error_cb`` as a warning: the consumer pulls (or
+    subscribes) again and goes on."""
 
 
 class KeyValueError(JetStreamError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +66,12 @@ from txnats.jetstream.config import (
     StreamInfo,
 )
 from txnats.jetstream.kv import KeyValue
+from txnats.jetstream.msg import JsMsg
 from txnats.jetstream.object_store import ObjectStore
+from txnats.jetstream.ordered import OrderedConsumer, OrderedMessages
 from txnats.jetstream.pull import PullConsumer
+from txnats.jetstream.push import PushSubscription
+from txnats.jetstream.push import subscribe as push_subscribe
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
 
@@ -721,3 +725,42 @@ class JetStreamContext:
         except NatsError as e:
             return fail(e)
         return self.delete_stream(f"OBJ_{bucket}")
+
+    # ------------------------------------------------------------------ push, ordered
+    def subscribe(
+        self, subject: str, handler: Callable[[JsMsg], object] | None = None, **options: Any
+    ) -> Deferred[PushSubscription]:
+        """Consume ``subject`` through a push consumer; fires with the
+        :class:`~txnats.jetstream.push.PushSubscription` once it is bound.
+
+        Options: ``durable`` (bind to it if it exists, else create it), ``queue`` (a
+        deliver group; its durable defaults to the group's name), ``stream`` (else the
+        one stream taking ``subject``), ``deliver_policy``, ``opt_start_seq``,
+        ``flow_control`` (with an ``idle_heartbeat``, 5 s unless given), ``idle_heartbeat``
+        (seconds; silence for twice that is reported to ``error_cb``), ``manual_ack``
+        (else a handler's message is acknowledged once it returned), ``ack_policy``,
+        ``ack_wait``, ``max_ack_pending``, ``headers_only``, ``config`` (more
+        :class:`ConsumerConfig` fields), ``error_cb``. Without a ``handler``, read it
+        with ``next_msg()`` or ``async for``.
+        """
+        return push_subscribe(self, subject, handler, **options)
+
+    def ordered_consumer(
+        self, stream: str, handler: Callable[[JsMsg], object] | None = None, **options: Any
+    ) -> Deferred[OrderedConsumer] | Deferred[OrderedMessages]:
+        """Read ``stream`` in order, each message once (ADR-17), recreating the consumer
+        after a gap, missed heartbeats or a reconnection.
+
+        With a ``handler``, fires with the running :class:`OrderedConsumer`; without
+        one, with :class:`OrderedMessages` for ``async for``. Options:
+        ``filter_subjects``, ``deliver_policy``, ``opt_start_seq``, ``headers_only``,
+        ``heartbeat`` (seconds), ``on_error`` (with a handler).
+        """
+        try:
+            check_name("stream", stream)
+        except NatsError as e:
+            return fail(e)
+        if handler is None:
+            return OrderedMessages(self, stream, **options).start()
+        oc = OrderedConsumer(self, stream, handler, **options)
+        return oc.start().addCallback(lambda _: oc)

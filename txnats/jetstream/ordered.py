@@ -2,23 +2,33 @@
 
 A push consumer with flow control and idle heartbeats, delivering to an inbox of ours.
 Every delivery's consumer sequence must be one more than the last; on a gap, on a
-heartbeat saying we missed something, on missed heartbeats or when the server deletes
-the consumer, it is recreated to start after the last stream sequence we handed on.
-Key-value watches and object gets are built on it.
+heartbeat saying we missed something, on missed heartbeats, when the server deletes
+the consumer, or after a reconnection (the server may have restarted and lost it), it
+is recreated to start after the last stream sequence we handed on. Key-value watches
+and object gets are built on it; ``js.ordered_consumer()`` hands it to applications,
+with a handler or as :class:`OrderedMessages` to iterate.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, ensureDeferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_timeout
-from txnats.errors import NatsError, OrderedConsumerError, StreamNotFoundError
+from txnats.errors import (
+    NatsError,
+    OrderedConsumerError,
+    StreamNotFoundError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
 from txnats.jetstream.config import ConsumerConfig, ConsumerInfo
 from txnats.jetstream.msg import JsMsg, MsgMetadata, parse_metadata
 from txnats.nuid import next_nuid
@@ -28,7 +38,7 @@ if TYPE_CHECKING:
     from txnats.jetstream.context import JetStreamContext
     from txnats.subscription import Subscription
 
-__all__ = ["OrderedConsumer"]
+__all__ = ["OrderedConsumer", "OrderedMessages"]
 
 log = Logger()
 
@@ -47,6 +57,12 @@ class OrderedConsumer:
     ``metadata`` already parsed; ``on_error`` gets the error that ends it, after which
     nothing more is delivered. ``start()`` fires with the first consumer's info once the
     consumer exists (its ``num_pending`` says how many messages are on their way).
+    A Deferred or coroutine ``on_msg`` returns is awaited before the next message (and
+    the server's flow control waits for it).
+
+    ``resets`` counts the consumers recreated so far; ``hold_flow_control``, while
+    true, keeps the server's flow control requests unanswered (so it stops sending)
+    until :meth:`release_flow_control`.
 
     ``heartbeat`` is the server's idle heartbeat in seconds (finite, above zero; three
     missed ones reset the consumer); ``opt_start_seq`` a stream sequence of at least 1.
@@ -90,10 +106,18 @@ class OrderedConsumer:
         self._hb_timer: IDelayedCall | None = None
         #: Consumer deliveries so far (a reset starts a new consumer; this goes on).
         self.delivered = 0
+        #: Consumers recreated so far (gaps, missed heartbeats, reconnections).
+        self.resets = 0
+        self.hold_flow_control = False
+        self._held_fc: list[str] = []
+        self._connected = True
+        self._reset_when_created = False
+        self._unlisten: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Deferred[ConsumerInfo]:
         """Create the consumer; fires with its info."""
+        self._unlisten = self.js.client.add_status_listener(self._on_state)
         return self._create()
 
     def stop(self) -> None:
@@ -101,7 +125,36 @@ class OrderedConsumer:
         if self._stopped:
             return
         self._stopped = True
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         self._drop_current()
+
+    def release_flow_control(self) -> None:
+        """Answer the flow control requests held while ``hold_flow_control`` was true."""
+        held, self._held_fc = self._held_fc, []
+        client = self.js.client
+        for reply in held:
+            if not client.is_closed:
+                client.publish(reply, b"")
+
+    def _on_state(self, state: str) -> None:
+        if self._stopped:
+            return
+        if state == "CONNECTED":
+            # Reconnected (or moved): the server may have lost the consumer, or its
+            # deliveries while we were away. Start afresh after what we handed on.
+            self._connected = True
+            self._resets = 0
+            if self._creating:  # the create under way may have met the old server
+                self._reset_when_created = True
+            else:
+                self._reset("reconnected")
+        elif state != "CLOSED":
+            self._connected = False
+            if self._hb_timer is not None and self._hb_timer.active():
+                self._hb_timer.cancel()
+            self._hb_timer = None
 
     def _drop_current(self) -> None:
         if self._hb_timer is not None and self._hb_timer.active():
@@ -152,9 +205,10 @@ class OrderedConsumer:
         self._gen += 1
         gen = self._gen
 
-        def deliver(msg: Msg) -> None:
+        def deliver(msg: Msg) -> Deferred[Any] | None:
             if gen == self._gen:
-                self._deliver(msg)
+                return self._deliver(msg)
+            return None
 
         self._sub = client.subscribe(inbox, deliver, backpressure=True)
         d = self.js.add_consumer(self.stream, ConsumerConfig.from_json(self._config(inbox)))
@@ -164,10 +218,14 @@ class OrderedConsumer:
             self._resets = 0
             self._seen = True
             self._schedule_hb_check()
+            if self._reset_when_created:
+                self._reset_when_created = False
+                self._reset("reconnected while creating")
             return info
 
         def failed(f: Failure) -> Failure:
             self._creating = False
+            self._reset_when_created = False
             if self._sub is not None:
                 self._sub.unsubscribe()
                 self._sub = None
@@ -177,7 +235,7 @@ class OrderedConsumer:
         return d.addCallbacks(created, failed)
 
     def _schedule_hb_check(self) -> None:
-        if self._stopped:
+        if self._stopped or not self._connected:
             return
         self._hb_timer = self.js.client.clock.callLater(3 * self._heartbeat, self._hb_check)
 
@@ -190,42 +248,51 @@ class OrderedConsumer:
         self._schedule_hb_check()
 
     # ------------------------------------------------------------------ delivery
-    def _deliver(self, msg: Msg) -> None:
+    def _deliver(self, msg: Msg) -> Deferred[Any] | None:
         if self._stopped:
-            return
+            return None
         self._seen = True
         client = self.js.client
         h = msg.headers
         if h is not None and h.status is not None:
             if h.status == 100:
                 if msg.reply:  # flow control: answer so the server sends more
-                    client.publish(msg.reply, b"")
-                    return
+                    if self.hold_flow_control:
+                        self._held_fc.append(msg.reply)
+                    else:
+                        client.publish(msg.reply, b"")
+                    return None
                 stalled = h.get("Nats-Consumer-Stalled")
                 if stalled:
                     client.publish(stalled, b"")
                 last = h.get("Nats-Last-Consumer")
                 if last is not None and last.isdigit() and int(last) != self._cseq:
                     self._reset(f"heartbeat says consumer sequence {last}, we have {self._cseq}")
-                return
+                return None
             self._reset(f"status {h.status} {h.description or ''}".strip())
-            return
+            return None
         try:
             meta: MsgMetadata = parse_metadata(msg.reply)
         except NatsError:
             log.warn("Ordered consumer on {stream} got a non-JetStream message", stream=self.stream)
-            return
+            return None
         if meta.sequence.consumer != self._cseq + 1:
             self._reset(f"gap: consumer sequence {meta.sequence.consumer} after {self._cseq}")
-            return
+            return None
         self._cseq = meta.sequence.consumer
         self._sseq = meta.sequence.stream
         self.delivered += 1
-        self._on_msg(JsMsg(msg, client, metadata=meta))
+        result = self._on_msg(JsMsg(msg, client, metadata=meta))
+        if isinstance(result, Deferred):
+            return result
+        if inspect.iscoroutine(result):
+            return ensureDeferred(result)
+        return None
 
     def _reset(self, why: str) -> None:
         if self._stopped or self._creating:
             return
+        self.resets += 1
         self._resets += 1
         if self._resets > MAX_RESETS:
             self._fail(OrderedConsumerError(f"gave up after {MAX_RESETS} resets ({why})"))
@@ -239,6 +306,8 @@ class OrderedConsumer:
         if isinstance(e, StreamNotFoundError) or not isinstance(e, NatsError):
             self._fail(e if isinstance(e, NatsError) else OrderedConsumerError(str(e)))
             return
+        if not self._connected:
+            return  # the next CONNECTED recreates it
         # Transient (a timeout or no responders while the cluster moves): try again soon.
         self.js.client.clock.callLater(RETRY_WAIT, self._reset, f"recreate failed: {e}")
 
@@ -250,3 +319,109 @@ class OrderedConsumer:
             self._on_error(e)
         else:
             log.error("Ordered consumer on {stream} ended: {error}", stream=self.stream, error=e)
+
+
+class OrderedMessages:
+    """An ordered consumer read with ``async for msg in it`` or ``await it.next_msg()``
+    (``js.ordered_consumer(stream)`` without a handler).
+
+    Messages wait in a buffer; once it holds ``high_water`` of them the server's flow
+    control requests are held, so the server stops sending until the reader has taken
+    the buffer down to half that. The loop ends after :meth:`stop`; if the consumer
+    gave up (its stream deleted, recreation failing), it raises that error.
+    """
+
+    def __init__(
+        self, js: JetStreamContext, stream: str, *, high_water: int = 4096, **options: Any
+    ) -> None:
+        self._high = check_count("high_water", high_water)
+        self._buf: deque[JsMsg] = deque()
+        self._waiters: deque[Deferred[JsMsg]] = deque()
+        self._error: NatsError | None = None
+        self._ended = False
+        self.consumer = OrderedConsumer(js, stream, self._push, on_error=self._fail, **options)
+
+    def start(self) -> Deferred[OrderedMessages]:
+        """Create the consumer; fires with this reader."""
+        return self.consumer.start().addCallback(lambda _: self)
+
+    def stop(self) -> None:
+        """Stop: the consumer is deleted; the loop ends once the buffer is read."""
+        self.consumer.stop()
+        self._end()
+
+    def _end(self) -> None:
+        self._ended = True
+        waiters, self._waiters = self._waiters, deque()
+        for w in waiters:
+            w.errback(self._error or SubscriptionClosedError("ordered consumer stopped"))
+
+    def _fail(self, e: NatsError) -> None:
+        self._error = e
+        log.error("Ordered consumer on {stream} ended: {error}",
+                  stream=self.consumer.stream, error=e)
+        self._end()
+
+    def _push(self, msg: JsMsg) -> None:
+        if self._waiters:
+            self._waiters.popleft().callback(msg)
+            return
+        self._buf.append(msg)
+        if len(self._buf) >= self._high:
+            self.consumer.hold_flow_control = True
+
+    def _take(self) -> JsMsg:
+        msg = self._buf.popleft()
+        c = self.consumer
+        if c.hold_flow_control and len(self._buf) <= self._high // 2:
+            c.hold_flow_control = False
+            c.release_flow_control()
+        return msg
+
+    @property
+    def buffered(self) -> int:
+        """Messages received and not yet read."""
+        return len(self._buf)
+
+    def next_msg(self, timeout: float | None = None) -> Deferred[JsMsg]:
+        """The next message; :class:`TimeoutError` after ``timeout`` seconds,
+        :class:`SubscriptionClosedError` (or the error that ended it) once it has
+        ended and the buffer is empty."""
+        try:
+            check_timeout("timeout", timeout)
+        except NatsError as e:
+            return fail(e)
+        if self._buf:
+            return succeed(self._take())
+        if self._ended:
+            return fail(self._error or SubscriptionClosedError("ordered consumer stopped"))
+        d: Deferred[JsMsg] = Deferred(lambda d: self._waiters.remove(d))
+        self._waiters.append(d)
+        if timeout is not None:
+            clock = self.consumer.js.client.clock
+
+            def expire() -> None:
+                if d in self._waiters:
+                    self._waiters.remove(d)
+                    d.errback(TimeoutError(f"no ordered message within {timeout:g} s"))
+
+            timer = clock.callLater(timeout, expire)
+
+            def stop_timer(result: Any) -> Any:
+                if timer.active():
+                    timer.cancel()
+                return result
+
+            d.addBoth(stop_timer)
+        return d
+
+    def __aiter__(self) -> OrderedMessages:
+        return self
+
+    async def __anext__(self) -> JsMsg:
+        if self._buf:
+            return self._take()
+        try:
+            return await self.next_msg()
+        except SubscriptionClosedError:
+            raise StopAsyncIteration from None
