@@ -11,44 +11,35 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IReactorThreads, IReactorTime
+from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 
 from txnats.errors import (
     DigestMismatchError,
-    InvalidArgumentError,
-    NatsError,
     ObjectStoreError,
     OutboundBufferFullError,
     TooManyStalledMsgsError,
 )
-from txnats.jetstream.msg import JsMsg
-from txnats.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
+    from txnats.jetstream._obj_info import ObjectInfo
+    from txnats.jetstream._obj_put import PieceSource
     from txnats.jetstream.config import ConsumerInfo
     from txnats.jetstream.context import JetStreamContext
-    from txnats.jetstream.object_store import ObjectInfo
 
 __all__ = [
-    "ChunkReader",
-    "ObjectData",
-    "encode_digest",
+    "Hasher",
+        "encode_digest",
     "nothing_to_deliver",
     "send_chunks",
     "verify",
 ]
 
 _DIGEST_PREFIX = "SHA-256="
-
-
-class _Readable(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
-
-
-ObjectData = bytes | bytearray | memoryview | _Readable
 
 
 def encode_digest(sha: bytes) -> str:
@@ -115,45 +106,131 @@ class _Window:
         return self._wait(0)
 
 
+#: Bytes a :class:`Hasher` may have waiting before its user waits for it.
+HASH_BACKLOG = 4 * 1024 * 1024
+
+
+class Hasher:
+    """The SHA-256 of a sequence of pieces, computed in order in the reactor's thread
+    pool (in place without one): hashing hundreds of MiB would otherwise hold the
+    reactor thread for as long (hashlib lets other threads run meanwhile)."""
+
+    def __init__(
+        self, reactor: object, on_progress: Callable[[], object] | None = None
+    ) -> None:
+        self._h = hashlib.sha256()
+        self._threads: Any = reactor if IReactorThreads.providedBy(reactor) else None
+        self._on_progress = on_progress
+        self._pending: list[bytes] = []
+        self._running = False
+        self._error: Failure | None = None
+        self._idle: list[Deferred[None]] = []
+        self._room: list[Deferred[None]] = []
+        #: Bytes given and not hashed yet (they stay referenced until then).
+        self.backlog = 0
+        self._in_batch = 0
+
+    def update(self, piece: bytes) -> None:
+        if self._threads is None:
+            self._h.update(piece)
+            return
+        self._pending.append(piece)
+        self.backlog += len(piece)
+        if not self._running:
+            self._run()
+
+    def room(self) -> Deferred[None]:
+        """Fires once the backlog is below :data:`HASH_BACKLOG` bytes."""
+        if self.backlog < HASH_BACKLOG:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._room.append(d)
+        return d
+
+    def _run(self) -> None:
+        batch, self._pending = self._pending, []
+        self._in_batch = sum(len(p) for p in batch)
+        self._running = True
+        deferToThreadPool(
+            self._threads, self._threads.getThreadPool(), self._hash_all, batch
+        ).addBoth(self._ran)
+
+    def _hash_all(self, batch: list[bytes]) -> None:
+        update = self._h.update
+        for piece in batch:
+            update(piece)
+
+    def _ran(self, result: object) -> None:
+        self.backlog -= self._in_batch
+        if isinstance(result, Failure) and self._error is None:
+            self._error = result
+        # One batch at a time, in order: start the next before waking anyone (a
+        # waiter may give more pieces at once).
+        if self._pending:
+            self._run()
+        else:
+            self._running = False
+        if self._room and self.backlog < HASH_BACKLOG:
+            waiters, self._room = self._room, []
+            for r in waiters:
+                r.callback(None)
+        if self._on_progress is not None:
+            self._on_progress()
+        if not self._running and not self._pending and self._idle:
+            idle, self._idle = self._idle, []
+            for d in idle:
+                d.callback(None)
+
+    def digest(self) -> Deferred[bytes]:
+        """The digest of every piece given so far, once they are all hashed."""
+
+        def done(_: object) -> bytes:
+            if self._error is not None:
+                self._error.raiseException()
+            return self._h.digest()
+
+        if not self._running and not self._pending:
+            return succeed(None).addCallback(done)
+        d: Deferred[None] = Deferred()
+        self._idle.append(d)
+        return d.addCallback(done)
+
+
+#: The longest a put works without letting the reactor run (seconds).
+TURN_SECONDS = 0.004
+
+
+def _next_turn(clock: IReactorTime) -> Deferred[None]:
+    d: Deferred[None] = Deferred()
+    clock.callLater(0, d.callback, None)
+    return d
+
+
 async def send_chunks(
-    js: JetStreamContext, subject: str, data: ObjectData, chunk_size: int, window_size: int
+    js: JetStreamContext, subject: str, source: PieceSource, window_size: int
 ) -> tuple[int, int, bytes]:
-    """Publish ``data`` to ``subject`` in chunks of ``chunk_size`` bytes, at most
-    ``window_size`` of them awaiting their acknowledgement at once; return the size, the
-    number of chunks and the SHA-256. On any failure, wait until none is pending (so that
-    nothing lands after the caller's purge) and raise it."""
+    """Publish the chunks ``source`` gives to ``subject``, at most ``window_size`` of
+    them awaiting their acknowledgement at once; return the size, the number of chunks
+    and the SHA-256. On any failure, stop the source, wait until none is pending (so
+    that nothing lands after the caller's purge) and raise it."""
     client = js.client
+    clock = client.clock
     window = _Window(window_size, client.schedule)
-    h = hashlib.sha256()
+    h = Hasher(clock)
     size = chunks = 0
-    read: Callable[[int], object]
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        view = memoryview(data)
-        view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
-        offset = 0
-
-        def read_view(n: int) -> bytes:
-            nonlocal offset
-            piece = bytes(view[offset:offset + n])
-            offset += len(piece)
-            return piece
-
-        read = read_view
-    else:
-        read = data.read
+    turn_began = clock.seconds()
     try:
         while True:
-            got = read(chunk_size)
-            if type(got) is bytes:
-                piece = got
-            elif isinstance(got, (bytes, bytearray, memoryview)):
-                piece = bytes(got)
-            else:
-                raise InvalidArgumentError(
-                    f"data.read() returned {type(got).__name__}, not bytes"
-                )
+            piece = await source.next()
             if not piece:
                 break
+            if clock.seconds() - turn_began > TURN_SECONDS:
+                # Framing and sending chunks ready at once (a window's worth) is CPU
+                # work: let the reactor run between slices of it.
+                await _next_turn(clock)
+                turn_began = clock.seconds()
+            if h.backlog >= HASH_BACKLOG:
+                await h.room()
             h.update(piece)
             size += len(piece)
             chunks += 1
@@ -175,10 +252,12 @@ async def send_chunks(
         await window.drained()
         if window.error is not None:
             window.error.raiseException()
-    except BaseException:
+        sha = await h.digest()
+    except BaseException as e:
+        source.abort(e)
         await window.drained()  # nothing may land after the purge
         raise
-    return size, chunks, h.digest()
+    return size, chunks, sha
 
 
 def nothing_to_deliver(cinfo: ConsumerInfo) -> bool:
@@ -187,76 +266,20 @@ def nothing_to_deliver(cinfo: ConsumerInfo) -> bool:
     return cinfo.num_pending == 0 and cinfo.delivered.consumer_seq == 0
 
 
-def verify(info: ObjectInfo, data: bytes, h: Any, count: int) -> None:
+def verify(info: ObjectInfo, size: int, sha: bytes, count: int) -> None:
     """Check an object's bytes (``h`` their SHA-256 so far) and chunk count against
     its metadata; :class:`DigestMismatchError` (or :class:`ObjectStoreError`) if not."""
     if count != info.chunks:
         raise DigestMismatchError(
             f"object {info.name!r}: {count} chunks stored, its metadata says {info.chunks}"
         )
-    if len(data) != info.size:
+    if size != info.size:
         raise DigestMismatchError(
-            f"object {info.name!r}: {len(data)} bytes stored, its metadata says {info.size}"
+            f"object {info.name!r}: {size} bytes stored, its metadata says {info.size}"
         )
     if not info.digest:
         if info.size:
             raise ObjectStoreError(f"object {info.name!r} has no digest in its metadata")
         return
-    if h.digest() != _decode_digest(info.digest):
+    if sha != _decode_digest(info.digest):
         raise DigestMismatchError(f"object {info.name!r}: SHA-256 does not match its digest")
-
-
-class ChunkReader:
-    """Read one object's chunks with an ordered consumer; check and join them."""
-
-    def __init__(
-        self, js: JetStreamContext, stream: str, subject: str, info: ObjectInfo
-    ) -> None:
-        self.info = info
-        self.parts: list[bytes] = []
-        self.h = hashlib.sha256()
-        self.done: Deferred[bytes] = Deferred(self._cancel)
-        self.consumer = OrderedConsumer(
-            js, stream, self._on_msg, filter_subjects=[subject], on_error=self._fail,
-        )
-
-    def start(self) -> Deferred[bytes]:
-        self.consumer.start().addCallbacks(self._started, self._start_failed)
-        return self.done
-
-    def _cancel(self, _: object) -> None:
-        self.consumer.stop()
-
-    def _started(self, cinfo: ConsumerInfo) -> None:
-        if not self.done.called and not self.parts and nothing_to_deliver(cinfo):
-            self._finish()
-
-    def _start_failed(self, f: Failure) -> None:
-        if not self.done.called:
-            self.done.errback(f)
-
-    def _on_msg(self, msg: JsMsg) -> None:
-        parts = self.parts
-        data = msg.data
-        parts.append(data)
-        self.h.update(data)
-        if msg.metadata.num_pending == 0 or len(parts) > self.info.chunks:
-            self._finish()
-
-    def _finish(self) -> None:
-        self.consumer.stop()
-        if self.done.called:
-            return
-        count = len(self.parts)
-        data = b"".join(self.parts)
-        self.parts = []
-        try:
-            verify(self.info, data, self.h, count)
-        except NatsError as e:
-            self.done.errback(Failure(e))
-            return
-        self.done.callback(data)
-
-    def _fail(self, e: NatsError) -> None:
-        if not self.done.called:
-            self.done.errback(Failure(e))

@@ -15,17 +15,14 @@ in padded base64 URL encoding (``SHA-256=...=``).
 
 from __future__ import annotations
 
-import base64
 import enum
-import hashlib
-import json
-import re
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred, fail
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -41,35 +38,46 @@ from txnats.errors import (
     StreamNotFoundError,
 )
 from txnats.jetstream._api import RawStreamMsg, bucket_not_found
-from txnats.jetstream._obj_chunks import (
-    ChunkReader,
-    ObjectData,
-    encode_digest,
-    nothing_to_deliver,
-    send_chunks,
-    verify,
+from txnats.jetstream._obj_chunks import encode_digest, nothing_to_deliver, send_chunks
+from txnats.jetstream._obj_get import ChunkStream, ConsumerSink, ObjectReader, write_to_file
+from txnats.jetstream._obj_info import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectStoreStatus,
+    check_bucket,
+    encode_name,
+    headers_dict,
+    metadata_dict,
+    parse_time,
 )
+from txnats.jetstream._obj_put import ObjectWriter, source_for
 from txnats.jetstream.config import ConsumerInfo, StreamConfig, StreamInfo
 from txnats.jetstream.ordered import OrderedConsumer
 from txnats.nuid import next_nuid
-from txnats.protocol.headers import HeaderInput, Headers
+from txnats.protocol.headers import HeaderInput
 
 if TYPE_CHECKING:
+    from twisted.internet.interfaces import IConsumer
+
     from txnats.jetstream.context import JetStreamContext
     from txnats.jetstream.msg import JsMsg
 
-__all__ = ["ObjectInfo", "ObjectLink", "ObjectStore", "ObjectStoreStatus"]
+__all__ = [
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectReader",
+    "ObjectStore",
+    "ObjectStoreStatus",
+    "ObjectWriter",
+]
 
 log = Logger()
 
 #: The chunk size of a put unless told otherwise (ADR-20).
 DEFAULT_CHUNK_SIZE = 128 * 1024
 #: The most chunk bytes one put keeps unacknowledged at once.
-PUT_WINDOW_BYTES = 16 * 1024 * 1024
+PUT_WINDOW_BYTES = 8 * 1024 * 1024
 
-_BUCKET_RE = re.compile(r"[A-Za-z0-9_-]+")
-#: What nats.go writes for ``mtime`` (Go's zero time): the time is never stored.
-_ZERO_TIME = "0001-01-01T00:00:00Z"
 _ROLLUP = {"Nats-Rollup": "sub"}
 
 
@@ -81,183 +89,13 @@ class _Keep(enum.Enum):
 KEEP = _Keep.KEEP
 
 
-def _check_bucket(bucket: object) -> str:
-    if not isinstance(bucket, str) or not _BUCKET_RE.fullmatch(bucket):
-        raise InvalidArgumentError(
-            f"object store bucket name must be 1 or more of A-Z, a-z, 0-9, '-', '_'; "
-            f"not {bucket!r}"
-        )
-    return bucket
-
-
-def _encode_name(name: object) -> str:
-    """The meta subject's last token for object ``name``; raises on a bad name."""
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"object name must be a non-empty string, not {name!r}")
-    try:
-        raw = name.encode()
-    except UnicodeEncodeError:
-        raise InvalidArgumentError(f"object name {name!r} is not valid Unicode") from None
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _parse_time(text: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-
-def _headers_dict(headers: HeaderInput | None) -> dict[str, list[str]]:
-    """Headers as nats.go's ``Header`` JSON: every name to its list of values."""
-    if not headers:
-        return {}
-    out: dict[str, list[str]] = {}
-    for k, v in Headers(headers).multi_items():  # validates names and values
-        out.setdefault(k, []).append(v)
-    return out
-
-
-def _metadata_dict(metadata: Mapping[str, str] | None) -> dict[str, str]:
-    if not metadata:
-        return {}
-    if not isinstance(metadata, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise InvalidArgumentError("object metadata must map strings to strings")
-    return dict(metadata)
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectLink:
-    """Where a link points: an object (``name``) or, with ``name`` empty, a bucket."""
-
-    bucket: str
-    name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectInfo:
-    """An object's metadata: what its meta message holds, plus the time it was stored.
-
-    ``size`` is in bytes, ``digest`` is ``SHA-256=<padded base64 URL>``; ``headers``
-    maps each name to its values and ``metadata`` strings to strings. ``mtime`` is the
-    time the server stored the meta message (on a put's result, our clock's "now").
-    ``link`` is set on a link to another object or bucket.
-    """
-
-    name: str
-    bucket: str
-    nuid: str
-    size: int = 0
-    chunks: int = 0
-    mtime: datetime | None = None
-    digest: str = ""
-    deleted: bool = False
-    description: str | None = None
-    headers: dict[str, list[str]] = field(default_factory=dict, hash=False)
-    metadata: dict[str, str] = field(default_factory=dict, hash=False)
-    max_chunk_size: int = 0
-    link: ObjectLink | None = None
-
-    @property
-    def is_link(self) -> bool:
-        return self.link is not None
-
-    def to_json(self) -> bytes:
-        """The meta message's payload (nats.go's layout; ``mtime`` is never stored)."""
-        obj: dict[str, Any] = {"name": self.name}
-        if self.description:
-            obj["description"] = self.description
-        if self.headers:
-            obj["headers"] = self.headers
-        if self.metadata:
-            obj["metadata"] = self.metadata
-        opts: dict[str, Any] = {}
-        if self.link is not None:
-            link: dict[str, str] = {"bucket": self.link.bucket}
-            if self.link.name:
-                link["name"] = self.link.name
-            opts["link"] = link
-        if self.max_chunk_size:
-            opts["max_chunk_size"] = self.max_chunk_size
-        if opts:
-            obj["options"] = opts
-        obj.update(
-            bucket=self.bucket, nuid=self.nuid, size=self.size, mtime=_ZERO_TIME,
-            chunks=self.chunks,
-        )
-        if self.digest:
-            obj["digest"] = self.digest
-        if self.deleted:
-            obj["deleted"] = True
-        return json.dumps(obj, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes, mtime: datetime | None = None) -> ObjectInfo:
-        """Parse a meta message's payload; :class:`ObjectStoreError` if malformed."""
-        try:
-            obj = json.loads(data)
-            if not isinstance(obj, dict):
-                raise TypeError(type(obj))
-            opts = obj.get("options") or {}
-            link_obj = opts.get("link")
-            link = None
-            if link_obj:
-                link = ObjectLink(
-                    str(link_obj.get("bucket") or ""), str(link_obj.get("name") or "")
-                )
-            headers: dict[str, list[str]] = {}
-            for k, v in (obj.get("headers") or {}).items():
-                headers[str(k)] = [str(x) for x in v] if isinstance(v, list) else [str(v)]
-            return cls(
-                name=str(obj["name"]),
-                bucket=str(obj.get("bucket") or ""),
-                nuid=str(obj.get("nuid") or ""),
-                size=int(obj.get("size") or 0),
-                chunks=int(obj.get("chunks") or 0),
-                mtime=mtime,
-                digest=str(obj.get("digest") or ""),
-                deleted=bool(obj.get("deleted", False)),
-                description=obj.get("description") or None,
-                headers=headers,
-                metadata={str(k): str(v) for k, v in (obj.get("metadata") or {}).items()},
-                max_chunk_size=int(opts.get("max_chunk_size") or 0),
-                link=link,
-            )
-        except (ValueError, TypeError, KeyError, AttributeError):
-            raise ObjectStoreError(f"malformed object metadata {bytes(data[:80])!r}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectStoreStatus:
-    """A bucket's configuration and state, from its stream's info."""
-
-    bucket: str
-    description: str | None
-    #: Seconds an object is kept (0: for ever).
-    ttl: float
-    storage: str
-    replicas: int
-    sealed: bool
-    #: Bytes stored, chunks and metadata together.
-    size: int
-    compressed: bool
-    metadata: dict[str, str] = field(hash=False)
-    #: The stream's info as the server sent it.
-    stream_info: StreamInfo = field(hash=False, repr=False)
-    backing_store: str = "JetStream"
-
-
 class ObjectStore:
     """One object store bucket. Obtain it with ``js.object_store(bucket)`` or
     ``js.create_object_store(bucket, ...)``."""
 
     def __init__(self, js: JetStreamContext, bucket: str, *, direct: bool = True) -> None:
         self.js = js
-        self.bucket = _check_bucket(bucket)
+        self.bucket = check_bucket(bucket)
         self.stream = f"OBJ_{bucket}"
         self._direct = direct
         self._chunk_prefix = f"$O.{bucket}.C."
@@ -271,7 +109,7 @@ class ObjectStore:
     def bind(cls, js: JetStreamContext, bucket: str) -> Deferred[ObjectStore]:
         """Bind to the existing bucket; :class:`BucketNotFoundError` if there is none."""
         try:
-            _check_bucket(bucket)
+            check_bucket(bucket)
         except NatsError as e:
             return fail(e)
 
@@ -306,7 +144,7 @@ class ObjectStore:
         with :class:`InvalidArgumentError`, naming the argument, before any request.
         """
         try:
-            _check_bucket(bucket)
+            check_bucket(bucket)
             if ttl is not None:
                 check_delay("ttl", ttl)
             if max_bytes is not None:
@@ -314,7 +152,7 @@ class ObjectStore:
             if storage not in ("file", "memory"):
                 raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
             check_count("replicas", replicas)
-            meta = _metadata_dict(metadata)
+            meta = metadata_dict(metadata)
         except NatsError as e:
             return fail(e)
         cfg: dict[str, Any] = {
@@ -340,7 +178,7 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ subjects
     def _meta_subject(self, name: str) -> str:
-        return self._meta_prefix + _encode_name(name)
+        return self._meta_prefix + encode_name(name)
 
     def _chunk_subject(self, nuid: str) -> str:
         return self._chunk_prefix + nuid
@@ -364,7 +202,7 @@ class ObjectStore:
         d = self.js.get_msg(self.stream, last_by_subject=subject, direct=self._direct)
 
         def parse(msg: RawStreamMsg) -> ObjectInfo:
-            return ObjectInfo.from_json(msg.data, _parse_time(msg.time))
+            return ObjectInfo.from_json(msg.data, parse_time(msg.time))
 
         def missing(f: Failure) -> Failure | Deferred[ObjectInfo]:
             if f.check(MsgNotFoundError):
@@ -381,95 +219,185 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ get
     def get(self, name: str) -> Deferred[bytes]:
-        """The object's bytes, checked against its size and digest.
+        """The object's bytes, checked against its size and digest: for objects that
+        fit in memory (:meth:`get_chunks`, :meth:`get_to_file` and
+        :meth:`get_to_consumer` stream larger ones).
 
         Fails with :class:`ObjectNotFoundError` (no such object, or deleted) and with
         :class:`DigestMismatchError` if what is stored is not what was put. A link to an
         object is followed. Cancelling the Deferred stops the transfer.
         """
         try:
-            subject = self._meta_subject(name)
+            self._meta_subject(name)
         except NatsError as e:
             return fail(e)
-        return self._load_meta(name, subject).addCallback(self._visible, False).addCallback(
-            self._get_object
-        )
+        reader = self.get_chunks(name)
 
-    def _get_object(self, info: ObjectInfo) -> Deferred[bytes]:
-        if info.link is not None:
-            link = info.link
-            if not link.name:
-                return fail(ObjectStoreError(f"object {info.name!r} is a link to a bucket"))
-            if link.bucket == self.bucket:
-                return self.get(link.name)
-            return ObjectStore.bind(self.js, link.bucket).addCallback(
-                lambda other: other.get(link.name)
+        async def collect() -> bytes:
+            parts: list[bytes] = []
+            while True:
+                chunks = await reader.next_chunks()
+                if not chunks:
+                    return b"".join(parts)
+                parts += chunks
+
+        d = Deferred.fromCoroutine(collect())
+        d.addErrback(self._stop_on_error, reader)
+        return d
+
+    @staticmethod
+    def _stop_on_error(f: Failure, reader: ObjectReader) -> Failure:
+        reader.stop()
+        return f
+
+    def get_chunks(self, name: str) -> ObjectReader:
+        """``async for chunk in store.get_chunks(name)``: the object's bytes, chunk by
+        chunk, read as fast as they are taken (at most two batches of about 4 MiB wait
+        unread). The iteration raises :class:`ObjectNotFoundError` if there is no such
+        object, and :class:`DigestMismatchError` after the last chunk if the bytes do
+        not match the object's size and digest. A link is followed. A bad name raises
+        :class:`InvalidArgumentError` here.
+        """
+        self._meta_subject(name)
+        return ObjectReader(lambda: self.open_chunks(name, 0))
+
+    def open_chunks(self, name: str, hops: int = 0) -> Deferred[ChunkStream]:
+        """Find object ``name`` (following links, ``hops`` of them so far) and start
+        reading its chunks: what :meth:`get_chunks` builds on."""
+        async def run() -> ChunkStream:
+            info = self._visible(await self._load_meta(name, self._meta_subject(name)), False)
+            if info.link is not None:
+                link = info.link
+                if not link.name:
+                    raise ObjectStoreError(f"object {info.name!r} is a link to a bucket")
+                if hops >= 8:
+                    raise ObjectStoreError(f"object {name!r}: too many links")
+                other = self if link.bucket == self.bucket else await ObjectStore.bind(
+                    self.js, link.bucket
+                )
+                inner = ObjectReader(lambda: other.open_chunks(link.name, hops + 1))
+                await inner.open()
+                assert inner.chunk_stream is not None
+                return inner.chunk_stream
+            if not info.nuid:
+                raise ObjectStoreError(f"object {info.name!r} has no nuid in its metadata")
+            stream = ChunkStream(
+                self.js, self.stream, self._chunk_subject(info.nuid), info,
+                direct=self._direct,
             )
-        if not info.nuid:
-            return fail(ObjectStoreError(f"object {info.name!r} has no nuid in its metadata"))
-        if info.chunks == 0:
-            try:
-                verify(info, b"", hashlib.sha256(), 0)
-            except NatsError as e:
-                return fail(e)
-            return succeed(b"")
-        return ChunkReader(
-            self.js, self.stream, self._chunk_subject(info.nuid), info
-        ).start()
+            stream.start()
+            return stream
+
+        return Deferred.fromCoroutine(run())
+
+    def get_to_file(
+        self, name: str, target: str | os.PathLike[str] | BinaryIO
+    ) -> Deferred[ObjectInfo]:
+        """Write the object to ``target``: a path or a binary file object; every write
+        runs in the reactor's thread pool. Fires with the object's info once the size
+        and digest are checked.
+
+        A path is written under a temporary name beside it and renamed once checked;
+        on any failure (:class:`DigestMismatchError` included) the partial file is
+        removed and ``path`` is left as it was. A file object is left open; what was
+        written to it before a failure stays.
+        """
+        try:
+            reader = self.get_chunks(name)
+        except NatsError as e:
+            return fail(e)
+        return Deferred.fromCoroutine(write_to_file(reader, target, self.js.client.clock))
+
+    def get_to_consumer(self, name: str, consumer: IConsumer) -> Deferred[ObjectInfo]:
+        """Write the object to ``consumer``, registered as its push producer (so that
+        it pauses the transfer when it needs to); fires with the object's info once the
+        size and digest are checked (:class:`DigestMismatchError` otherwise, the bytes
+        having been written) and the producer is unregistered."""
+        try:
+            reader = self.get_chunks(name)
+        except NatsError as e:
+            return fail(e)
+        return ConsumerSink(reader, consumer).done
 
     # ------------------------------------------------------------------ put
     def put(
         self,
         name: str,
-        data: ObjectData,
+        data: Any,
         *,
         description: str | None = None,
         headers: HeaderInput | None = None,
         metadata: Mapping[str, str] | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> Deferred[ObjectInfo]:
-        """Store ``data`` (bytes, or a binary file object read with ``read(chunk_size)``
-        until it returns ``b""``) as object ``name``, replacing any older version.
+        """Store ``data`` as object ``name``, replacing any older version; fires with
+        its info once every chunk and then the metadata are acknowledged.
+
+        ``data`` is bytes; a binary file object (read ``chunk_size`` bytes at a time
+        in the reactor's thread pool, one read ahead; a ``BytesIO`` in place); an async
+        iterator of bytes pieces of any size; an
+        :class:`~twisted.web.iweb.IBodyProducer` (``FileBodyProducer``...), paused
+        while 4 MiB wait; or an :class:`ObjectWriter` from :meth:`put_writer`. It is
+        sent chunk by chunk, at most 8 MiB awaiting acknowledgement: the object is
+        never whole in memory.
 
         ``chunk_size`` (a whole number of bytes, at least 1; :class:`InvalidArgumentError`
-        otherwise, before any I/O) is capped at the server's max_payload. A file object
-        is read in the reactor thread: fine for local files, not for slow streams. If a
-        chunk cannot be stored the put fails and the chunks already stored are purged.
+        otherwise, before any I/O) is capped at the server's max_payload. If a chunk
+        cannot be stored (or ``data`` fails) the put fails and the chunks already
+        stored are purged.
         """
         try:
             subject = self._meta_subject(name)
             check_count("chunk_size", chunk_size)
-            if not isinstance(data, (bytes, bytearray, memoryview)) and not callable(
-                getattr(data, "read", None)
-            ):
-                raise InvalidArgumentError(
-                    f"data must be bytes or a binary file object, not {type(data).__name__}"
-                )
             if description is not None and not isinstance(description, str):
                 raise InvalidArgumentError("description must be a string")
-            hdrs = _headers_dict(headers)
-            meta = _metadata_dict(metadata)
+            hdrs = headers_dict(headers)
+            meta = metadata_dict(metadata)
+            chunk_size = min(chunk_size, self.js.client.max_payload)
+            source = source_for(data, chunk_size, self.js.client.clock)
         except NatsError as e:
             return fail(e)
-        chunk_size = min(chunk_size, self.js.client.max_payload)
         info = ObjectInfo(
             name=name, bucket=self.bucket, nuid=next_nuid(), description=description or None,
             headers=hdrs, metadata=meta, max_chunk_size=chunk_size,
         )
-        return Deferred.fromCoroutine(self._put(subject, info, data, chunk_size))
+        return Deferred.fromCoroutine(self._put(subject, info, source))
 
-    async def _put(
-        self, meta_subject: str, info: ObjectInfo, data: ObjectData, chunk_size: int
-    ) -> ObjectInfo:
+    def put_writer(
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        headers: HeaderInput | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> ObjectWriter:
+        """An :class:`ObjectWriter` (an ``IConsumer``) whose bytes become object
+        ``name``: register any push or pull producer with it, or ``write()`` to it
+        (waiting for ``room()``), then ``close()``; its ``done`` fires with the info.
+        Arguments as for :meth:`put`; a bad one raises :class:`InvalidArgumentError`.
+        """
+        self._meta_subject(name)
+        check_count("chunk_size", chunk_size)
+        writer = ObjectWriter(min(chunk_size, self.js.client.max_payload))
+        self.put(
+            name, writer, description=description, headers=headers, metadata=metadata,
+            chunk_size=chunk_size,
+        ).chainDeferred(writer.done)
+        return writer
+
+    async def _put(self, meta_subject: str, info: ObjectInfo, source: Any) -> ObjectInfo:
         try:
             old: ObjectInfo | None = await self._load_meta(info.name, meta_subject)
         except ObjectNotFoundError:
             old = None
+        except BaseException as e:
+            source.abort(e)
+            raise
         chunk_subject = self._chunk_subject(info.nuid)
         try:
             size, chunks, sha = await send_chunks(
-                self.js, chunk_subject, data, chunk_size,
-                max(1, PUT_WINDOW_BYTES // chunk_size),
+                self.js, chunk_subject, source, max(1, PUT_WINDOW_BYTES // info.max_chunk_size),
             )
             info = replace(info, size=size, chunks=chunks, digest=encode_digest(sha))
             await self.js.publish(meta_subject, info.to_json(), headers=_ROLLUP)
@@ -536,9 +464,9 @@ class ObjectStore:
                     raise InvalidArgumentError("description must be a string")
                 changes["description"] = description or None
             if headers is not KEEP:
-                changes["headers"] = _headers_dict(headers)
+                changes["headers"] = headers_dict(headers)
             if metadata is not KEEP:
-                changes["metadata"] = _metadata_dict(metadata)
+                changes["metadata"] = metadata_dict(metadata)
         except NatsError as e:
             return fail(e)
         return Deferred.fromCoroutine(self._update_meta(name, subject, new_subject, changes))
@@ -579,7 +507,7 @@ class ObjectStore:
     def add_bucket_link(self, name: str, bucket: ObjectStore | str) -> Deferred[ObjectInfo]:
         """Add object ``name``, a link to a whole bucket."""
         try:
-            target = _check_bucket(bucket.bucket if isinstance(bucket, ObjectStore) else bucket)
+            target = check_bucket(bucket.bucket if isinstance(bucket, ObjectStore) else bucket)
         except NatsError as e:
             return fail(e)
         return self._add_link(name, ObjectLink(target))
