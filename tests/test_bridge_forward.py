@@ -35,7 +35,7 @@ from txnats.jetstream import JetStreamContext
 from txnats.testing import NatsServer
 
 from .support.figures import figure
-from .support.waits import bounded, reactor, wait_until
+from .support.waits import bounded, reactor, sleep, wait_until
 
 # ============================================================================ unit
 
@@ -212,11 +212,40 @@ class TwoSystems(TestCase):
             got += len(batch)
         return ids
 
+    async def setup_streams(self, n: int) -> tuple[txnats.Client, JetStreamContext,
+                                                    JetStreamContext]:
+        """ORDERS on the source (orders.>), ARCHIVE on the target (archive.orders.>),
+        and ``n`` messages published into ORDERS."""
+        src = await self.client(self.source, "src")
+        dst = await self.client(self.target, "dst")
+        sjs, tjs = src.jetstream(), dst.jetstream()
+        await self.stream(sjs, "ORDERS", "orders.>")
+        await self.stream(tjs, "ARCHIVE", "archive.orders.>")
+        pub = src.jetstream(publish_async_max_pending=500)
+        for i in range(n):
+            if pub.publish_async_pending >= 500:
+                await bounded(pub.publish_async_room(), 10)
+            pub.publish_async(f"orders.{i % 10}", b"%06d" % i)
+        await bounded(pub.publish_async_complete(), 30)
+        self.assertEqual(await self.stored(sjs, "ORDERS"), n)
+        return src, sjs, tjs
+
+    #: A JetStream route from ORDERS to ARCHIVE's subjects.
+    SPEC = "js:ORDERS:orders.>:archive.orders.>={url}?batch=200"
+
+    async def wait_stored(self, js: JetStreamContext, stream: str, n: int) -> None:
+        """Poll until ``stream`` holds ``n`` messages (or fail after 30 s)."""
+        start = reactor.seconds()
+        while await self.stored(js, stream) < n:
+            if reactor.seconds() - start > 30:
+                raise AssertionError(f"{stream} never held {n} messages")
+            await sleep(0.1)
+
 
 class CoreForwardTests(TwoSystems):
     async def test_forwards_mapped_with_headers(self) -> None:
         """Every core message reaches the target, subject mapped, headers and data kept;
-        on_forward hears each one."""
+        on_forward hears each one, by route name."""
         src = await self.client(self.source, "src")
         dst = await self.client(self.target, "dst")
         got: list[txnats.Msg] = []
@@ -236,7 +265,7 @@ class CoreForwardTests(TwoSystems):
         self.assertEqual([m.data for m in got], [b"%d" % i for i in range(200)])
         self.assertEqual([m.headers and m.headers["Trace"] for m in got],
                          [str(i) for i in range(200)])
-        self.assertEqual(heard[:2], [("archive.eu.0.x", 1), ("archive.eu.1.x", 1)])
+        self.assertEqual(heard[:2], [(fwd.route.name, 1), (fwd.route.name, 1)])
         self.assertEqual((fwd.stats.forwarded, fwd.stats.dropped, len(heard)), (200, 0, 200))
         await bounded(fwd.stop(), 20)
         self.assertTrue(fwd.target.is_closed)
@@ -301,26 +330,6 @@ class CoreForwardTests(TwoSystems):
 
 
 class JetStreamForwardTests(TwoSystems):
-    async def setup_streams(self, n: int) -> tuple[txnats.Client, JetStreamContext,
-                                                    JetStreamContext]:
-        """ORDERS on the source (orders.>), ARCHIVE on the target (archive.orders.>),
-        and ``n`` messages published into ORDERS."""
-        src = await self.client(self.source, "src")
-        dst = await self.client(self.target, "dst")
-        sjs, tjs = src.jetstream(), dst.jetstream()
-        await self.stream(sjs, "ORDERS", "orders.>")
-        await self.stream(tjs, "ARCHIVE", "archive.orders.>")
-        pub = src.jetstream(publish_async_max_pending=500)
-        for i in range(n):
-            if pub.publish_async_pending >= 500:
-                await bounded(pub.publish_async_room(), 10)
-            pub.publish_async(f"orders.{i % 10}", b"%06d" % i)
-        await bounded(pub.publish_async_complete(), 30)
-        self.assertEqual(await self.stored(sjs, "ORDERS"), n)
-        return src, sjs, tjs
-
-    SPEC = "js:ORDERS:orders.>:archive.orders.>={url}?batch=200"
-
     async def crash_mid_flight(self, server: NatsServer, client: txnats.Client) -> None:
         """Freeze ``server`` (SIGSTOP), wait until ``client`` (of the forwarder) has
         written more to it, then kill it and start it again on the same port: what the
@@ -447,4 +456,45 @@ class JetStreamForwardTests(TwoSystems):
         fwd = self.forwarder(src, f"js:NOPE:x.>={self.target.url}")
         await self.assertFailure(bounded(fwd.start()), txnats.StreamNotFoundError)
         await wait_until(lambda: fwd.target.is_closed, what="target closed")
+
+
+
+class TwistdForwardTests(TwoSystems):
+    async def test_twistd_forwards_both_modes(self) -> None:
+        """``twistd -n nats-bridge --forward ...`` (twice: JetStream and core): the
+        stream's messages reach the target stream, core messages the target's
+        subscriber, /metrics counts them per route, and SIGTERM stops it cleanly."""
+        from .support.bridge import BridgeProcess, http
+        from .support.files import free_port
+
+        n = 500
+        src, _, tjs = await self.setup_streams(n)
+        dst = await self.client(self.target, "dst-core")
+        got: list[bytes] = []
+        dst.subscribe("copied.>", lambda m: got.append(m.data))
+        await bounded(dst.flush())
+        port = free_port()
+        js_spec = self.SPEC.format(url=self.target.url)
+        bridge = BridgeProcess.start(
+            self, "--nats", self.source.url, "--listen", f"tcp:{port}:interface=127.0.0.1",
+            "--forward", js_spec, "--forward", f"events.>:copied.>={self.target.url}",
+        )
+        await bridge.wait_for(r"forwarding events\.>")
+        await wait_until(lambda: bridge.find("Forwarding js:ORDERS") is not None, 20,
+                         what="the JetStream forwarder started")
+
+        await self.wait_stored(tjs, "ARCHIVE", n)
+        self.assertEqual(await self.stored(tjs, "ARCHIVE"), n)
+        for i in range(20):
+            src.publish("events.a", b"%d" % i)
+        await bounded(src.flush())
+        await wait_until(lambda: len(got) == 20, 20, what="20 core messages forwarded")
+        metrics = await http("GET", f"http://127.0.0.1:{port}/metrics")
+        self.assertIn(f'nats_bridge_forwarded_total{{route="{parse_forward(js_spec).name}"}} '
+                      f'{n}.0', metrics.body.decode())
+        assert bridge.transport is not None
+        bridge.transport.signalProcess("TERM")
+        await bounded(bridge.ended, 30, "the bridge exiting")
+        self.assertEqual(bridge.exit_code, 0, "\n".join(bridge.lines[-30:]))
+        self.assertIsNotNone(bridge.find("Stopped forwarding js:ORDERS"))
 

@@ -64,9 +64,10 @@ class Forwarder:
     :param reactor: the reactor (the target connection and the retries use it).
     :param route: from :func:`parse_forward`.
     :param source: a client connected to the source system (not closed by us).
-    :param on_forward: called as ``on_forward(target_subject, payload_bytes)`` for each
+    :param on_forward: called as ``on_forward(route.name, payload_bytes)`` for each
         message forwarded (core: handed to the target connection; JetStream: stored by
-        the target's stream); what it raises is logged.
+        the target's stream), for per-route metrics (the route's name, not the subject:
+        a bounded set of labels); what it raises is logged.
     :param target_options: more :class:`txnats.client.Options` fields for the target
         connection (TLS, credentials...), over :data:`TARGET_DEFAULTS`.
     :raises InvalidArgumentTypeError: ``route`` is not a :class:`ForwardRoute`.
@@ -230,7 +231,7 @@ class Forwarder:
             self.stats.forwarded_bytes += size
         if self.on_forward is not None:
             try:
-                self.on_forward(subject, size)
+                self.on_forward(self.route.name, size)
             except Exception:
                 log.failure("Forward {route}: on_forward raised", route=self.name)
 
