@@ -400,6 +400,22 @@ class RequestTests(Harness):
         self.assertEqual(ep.last_error, "400:bad input")
         self.assertEqual(self.flushLoggedErrors(), [])
 
+    def test_bad_service_error(self) -> None:
+        """A ServiceError built with a code that is not an int (nats-py's "409" say)
+        fails as it is made; the request is still answered, with 500."""
+        def handler(req: Request) -> None:
+            raise ServiceError("409", "conflict")  # type: ignore[arg-type]
+
+        ep = add_service(self.nc, name="svc", version="1.0.0").add_endpoint("e", handler)
+        (out,) = self.replies(self.request("e"))
+        self.assertEqual(out[3][ERROR_CODE_HEADER], "500")
+        self.assertIn("InvalidArgumentTypeError: code must be a whole number", out[3][ERROR_HEADER])
+        self.assertEqual(ep.num_errors, 1)
+        self.assertEqual(len(self.flushLoggedErrors(InvalidArgumentTypeError)), 1)
+        for bad in ((400, b"x"), (400, "x", "data")):
+            with self.assertRaises(InvalidArgumentTypeError):
+                ServiceError(*bad)  # type: ignore[arg-type]
+
     def test_exception_after_responding(self) -> None:
         """A handler that answered and then raised sends nothing more; it counts."""
         def handler(req: Request) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from txnats.errors import InvalidArgumentError, NatsError
+from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError, NatsError
 
 __all__ = [
     "AlreadyRespondedError",
@@ -29,9 +29,20 @@ class ServiceError(NatsError):
     :param code: the error code (a whole number, 400 or 500 say).
     :param description: what went wrong, shown to the caller (one line).
     :param data: the reply's payload.
+    :raises InvalidArgumentTypeError: if ``code`` is not an ``int``, ``description``
+        not a ``str`` or ``data`` not ``bytes`` (a handler raising that is answered
+        with error 500).
     """
 
     def __init__(self, code: int, description: str, data: bytes = b"") -> None:
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise InvalidArgumentTypeError(f"code must be a whole number, not {code!r}")
+        if not isinstance(description, str):
+            raise InvalidArgumentTypeError(
+                f"description must be a string, not {type(description).__name__}"
+            )
+        if not isinstance(data, bytes):
+            raise InvalidArgumentTypeError(f"data must be bytes, not {type(data).__name__}")
         super().__init__(f"{code}: {description}")
         self.code = code
         self.description = description
