@@ -5,12 +5,15 @@ the project does not already use)."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from typing import Any
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.python.failure import Failure
 from twisted.trial import unittest
 from twisted.web.client import Agent, ResponseDone
@@ -23,7 +26,11 @@ from tests.support.waits import WAIT, bounded, reactor, wait_until
 from txnats.bridge.config import BridgeConfig
 from txnats.bridge.service import BridgeService
 
-__all__ = ["Response", "SseClient", "WsClient", "http", "start_bridge"]
+__all__ = ["TWISTD", "BridgeProcess", "Response", "SseClient", "WsClient", "http",
+           "start_bridge"]
+
+#: The twistd script of the running interpreter's environment.
+TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 
 
 async def start_bridge(case: unittest.TestCase, **config: Any) -> tuple[BridgeService, str]:
@@ -225,3 +232,66 @@ class WsClient:
     def close(self) -> None:
         if self.closed is None:
             self.proto.sendClose()
+
+
+class BridgeProcess(ProcessProtocol):
+    """``twistd -n nats-bridge ...`` as a child process: its output lines, its end."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.exit_code: int | None = None
+        self.ended: Deferred[None] = Deferred()
+        self._buf = b""
+
+    @classmethod
+    def start(cls, case: unittest.TestCase, *args: str, cwd: str | None = None
+              ) -> BridgeProcess:
+        """Run ``twistd -n --pidfile= nats-bridge ARGS``; killed after the test if alive."""
+        proto = cls()
+        argv = [TWISTD, "-n", "--pidfile=", "nats-bridge", *args]
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        reactor.spawnProcess(proto, TWISTD, argv, env=env, path=cwd)
+
+        def kill() -> Deferred[None] | None:
+            if proto.exit_code is None and proto.transport is not None:
+                proto.transport.signalProcess("KILL")
+                return bounded(proto.ended, WAIT, "the bridge process ending")
+            return None
+
+        case.addCleanup(kill)
+        return proto
+
+    def outReceived(self, data: bytes) -> None:
+        *lines, self._buf = (self._buf + data).split(b"\n")
+        self.lines.extend(line.decode("utf-8", "replace") for line in lines)
+
+    errReceived = outReceived
+
+    def processEnded(self, reason: Failure) -> None:
+        self.exit_code = reason.value.exitCode
+        if self._buf:
+            self.lines.append(self._buf.decode("utf-8", "replace"))
+        self.ended.callback(None)
+
+    def find(self, pattern: str) -> re.Match[str] | None:
+        """The first output line matching ``pattern`` (a regex), as a match."""
+        for line in self.lines:
+            found = re.search(pattern, line)
+            if found:
+                return found
+        return None
+
+    async def wait_for(self, pattern: str, seconds: float = 20.0) -> re.Match[str]:
+        """Wait for an output line matching ``pattern``; fail with the output if the
+        process ends first or the time runs out."""
+        try:
+            await wait_until(lambda: self.find(pattern) is not None or self.exit_code is not None,
+                             seconds, f"a line matching {pattern!r}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; output:\n" + "\n".join(self.lines[-40:])) from None
+        found = self.find(pattern)
+        if found is None:
+            raise AssertionError(f"the bridge exited ({self.exit_code}) before printing "
+                                 f"{pattern!r}; output:\n" + "\n".join(self.lines[-40:]))
+        return found

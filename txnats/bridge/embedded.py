@@ -21,7 +21,7 @@ from typing import Any
 
 from twisted.internet import protocol
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.error import ProcessDone, ProcessExitedAlready
+from twisted.internet.error import ProcessExitedAlready
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -35,6 +35,8 @@ log = Logger()
 _LISTENING = re.compile(r"Listening for client connections on (\S+):(\d+)")
 _READY = "Server is ready"
 _TAIL = 20
+#: Server log levels worth passing on; routine lines stay in the start-up tail only.
+_LOUD = ("[WRN]", "[ERR]", "[FTL]")
 
 
 class EmbeddedServerError(ConnectError):
@@ -121,7 +123,8 @@ class EmbeddedServer:
         if not line:
             return
         self._lines = [*self._lines[-(_TAIL - 1):], line]
-        log.debug("nats-server: {line}", line=line)
+        if any(level in line for level in _LOUD):  # the rest is quoted if start-up fails
+            log.warn("nats-server: {line}", line=line)
         match = _LISTENING.search(line)
         if match:
             self._host_port = (match.group(1), int(match.group(2)))
@@ -153,8 +156,7 @@ class EmbeddedServer:
         self._process = None
         self._cancel_timeout()
         code = getattr(reason.value, "exitCode", None)
-        if not reason.check(ProcessDone):
-            log.info("embedded nats-server exited (status {code})", code=code)
+        log.info("embedded nats-server stopped (exit status {code})", code=code)
         self._fail_start(f"the embedded nats-server exited during start-up (status {code})")
         self._remove_temp_dir()
         waiters, self._ended = self._ended, []

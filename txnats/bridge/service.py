@@ -11,6 +11,7 @@ the connection, then stop the embedded server. ``twistd`` waits for the Deferred
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,11 @@ class BridgeService(Service):
     :param reactor: the reactor to run on.
     :param on_start_failure: called with the failure if the bridge cannot start (by
         default it is logged and the reactor stopped, as a program should end).
+    :param handle_signals: take SIGTERM and SIGINT from the reactor (``twistd`` does
+        this): the first one stops the bridge in order (draining the connection) and
+        then the reactor; a second one stops the reactor at once. Without it the
+        reactor's own shutdown closes the NATS client without draining (the client
+        closes itself when the reactor stops).
     """
 
     name = "nats-bridge"
@@ -47,6 +53,7 @@ class BridgeService(Service):
     def __init__(
         self, config: BridgeConfig, reactor: Any,
         on_start_failure: Callable[[Failure], object] | None = None,
+        handle_signals: bool = False,
     ) -> None:
         config.check()
         self.config = config
@@ -62,6 +69,7 @@ class BridgeService(Service):
         self._address: str | None = None
         self._stopping: Deferred[None] | None = None
         self._last_state: ClientState | None = None
+        self._handle_signals = handle_signals
 
     # -- starting -------------------------------------------------------------------
     def startService(self) -> None:
@@ -70,6 +78,23 @@ class BridgeService(Service):
         self.ctx.stopping = False
         self._started = ensureDeferred(self._start())
         self._started.addCallbacks(self._up, self._start_failed)
+        if self._handle_signals:  # after the reactor has installed its own handlers
+            self._reactor.callWhenRunning(self._install_signal_handlers)
+
+    def _install_signal_handlers(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._signalled)
+
+    def _signalled(self, signum: int, frame: object) -> None:
+        self._reactor.callFromThread(self._graceful_exit, signal.Signals(signum).name)
+
+    def _graceful_exit(self, name: str) -> None:
+        if self._stopping is not None:
+            log.info("nats-bridge: {signal} again, stopping now", signal=name)
+            self._end_reactor()
+            return
+        log.info("nats-bridge: {signal}, draining before exit", signal=name)
+        self.stopService().addBoth(lambda _: self._end_reactor())
 
     def when_listening(self) -> Deferred[str]:
         """Fires with the HTTP base URL (``http://127.0.0.1:PORT``) once the bridge

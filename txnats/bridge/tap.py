@@ -187,4 +187,4 @@ def makeService(options: Options) -> IService:
         options.postOptions()
         config = options.config
     assert config is not None
-    return BridgeService(config, reactor)
+    return BridgeService(config, reactor, handle_signals=True)
