@@ -239,6 +239,32 @@ class JetStreamKvTests(BridgeCase):
         self.assertEqual((r.code, r.json()["code"]), (400, "bad_argument"), r)
 
 
+class ServicesTests(BridgeCase):
+    async def test_services_discovery(self) -> None:
+        """GET /v1/services lists the ADR-32 services' INFO, /ping and /stats their other
+        answers, ?name= narrows; a bad name is 400 and an unknown verb 404."""
+        from txnats import micro
+
+        url = await self.bridge()
+        nc = await self.connect()
+        svc = micro.add_service(nc, name="bridgesvc", version="1.2.3")
+        svc.add_endpoint("echo", lambda req: req.respond(req.data))
+        await bounded(nc.flush())
+        r = await http("GET", f"{url}/v1/services?name=bridgesvc")
+        self.assertEqual(r.code, 200, r)
+        [info] = r.json()["services"]
+        self.assertEqual((info["name"], info["version"]), ("bridgesvc", "1.2.3"))
+        self.assertEqual([e["name"] for e in info["endpoints"]], ["echo"])
+        r = await http("GET", f"{url}/v1/services/ping?timeout=2")
+        self.assertIn("bridgesvc", [p["name"] for p in r.json()["services"]])
+        r = await http("GET", f"{url}/v1/services/stats?name=bridgesvc")
+        self.assertEqual(r.json()["services"][0]["name"], "bridgesvc")
+        r = await http("GET", f"{url}/v1/services?name=bad%20name")
+        self.assertEqual((r.code, r.json()["code"]), (400, "bad_argument"), r)
+        r = await http("GET", f"{url}/v1/services/nosuch")
+        self.assertEqual(r.code, 404, r)
+
+
 class OperationsTests(TestCase):
     timeout = 60
 

@@ -8,6 +8,9 @@
   request asks to upgrade.
 - ``POST /v1/js/publish/<subject>[?msg_id=ID]``: the stream's acknowledgement as JSON.
 - ``GET|PUT|DELETE /v1/kv/<bucket>/<key>``: read, write, delete a key.
+- ``GET /v1/services[/ping|/stats][?name=N&timeout=SECS]``: the NATS services
+  (ADR-32) that answer discovery: ``{"services": [...]}``, their INFO (default), PING
+  or STATS answers.
 - ``GET /v1/status``: what the status page shows, as JSON.
 
 Bad subjects, headers and arguments are answered 400 with ``{"error", "code"}``, a
@@ -138,6 +141,7 @@ class Api(resource.Resource):
             ("PUT", "kv"): self._kv,
             ("DELETE", "kv"): self._kv,
             ("GET", "status"): self._status,
+            ("GET", "services"): self._services,
         }
         handler = routes.get((method, kind))
         if handler is not None:
@@ -313,6 +317,21 @@ class Api(resource.Resource):
         request.setHeader(b"kv-revision", str(result.revision).encode())
         body: bytes = result.value
         return body
+
+    def _services(self, request: server.Request, parts: list[str]) -> int:
+        from txnats import micro
+
+        verbs = {"": micro.info, "info": micro.info, "ping": micro.ping, "stats": micro.stats}
+        verb = "/".join(parts)
+        ask = verbs.get(verb)
+        if ask is None:
+            raise HttpError(404, "not_found", f"no such discovery: {verb!r} (ping, info, stats)")
+        text = _query(request, "timeout")
+        timeout = self._timeout(request) if text is not None else 1.0
+        d = ensureDeferred(ask(self._ctx.nats(), _query(request, "name"), timeout=timeout,
+                               stall=min(timeout, 0.25)))
+        return self._later(request, d, lambda found: _json(
+            request, 200, {"services": [r.to_dict() for r in found]}))
 
     def _status(self, request: server.Request, parts: list[str]) -> bytes:
         return _json(request, 200, status_dict(self._ctx))
