@@ -5,13 +5,14 @@ as :class:`~txnats.jetstream.kv.Entry` objects.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
-from txnats._args import check_timeout
+from txnats._args import check_count, check_timeout
 from txnats.errors import (
     BucketNotFoundError,
     KeyValueError,
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from txnats.jetstream.kv import KeyValue
     from txnats.jetstream.msg import JsMsg
 
-__all__ = ["KeyWatcher"]
+__all__ = ["KeyLister", "KeyWatcher"]
 
 
 class _End:
@@ -44,9 +45,19 @@ class KeyWatcher:
 
     ``async for entry in watcher`` gives :class:`Entry` objects, and ``None`` once
     when the initial entries have all been given (at once if there were none). It
-    ends when :meth:`stop` is called; if the ordered consumer underneath gives up
-    (the bucket was deleted, the connection closed for good) it raises that error.
-    ``async with`` stops it on leaving. Entries wait in an unbounded queue until read.
+    ends when :meth:`stop` is called (which never waits: the consumer is deleted in
+    the background); if the ordered consumer underneath gives up (the bucket was
+    deleted, the connection closed for good) it raises that error. ``async with``
+    stops it on leaving.
+
+    It survives reconnections and server restarts: the consumer underneath is made
+    again after the last revision given (a revision is never given twice, and always
+    in increasing order).
+
+    Overflow policy: entries not yet read wait in a queue; once ``max_pending`` wait,
+    the server's flow control requests go unanswered, so the server stops sending until
+    the reader has taken the queue down to half (nothing is dropped; the queue may
+    pass ``max_pending`` by what the server had sent before it asked).
     """
 
     def __init__(
@@ -58,8 +69,13 @@ class KeyWatcher:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        resume_from_revision: int | None = None,
+        max_pending: int = 4096,
     ) -> None:
         self.kv = kv
+        self._max_pending = check_count("max_pending", max_pending)
+        #: The revision of the last entry given (0: none yet).
+        self.last_revision = 0
         self._prefix = kv.subject_prefix
         self._ignore_deletes = ignore_deletes
         self._updates_only = updates_only
@@ -72,9 +88,14 @@ class KeyWatcher:
         self._received = 0
         self._started = False
         policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
+        start: int | None = None
+        if resume_from_revision is not None:
+            start = check_count("resume_from_revision", resume_from_revision)
+            policy = "by_start_sequence"
         self._consumer = OrderedConsumer(
             kv.js, kv.stream, self._on_msg, filter_subjects=subjects,
-            deliver_policy=policy, headers_only=meta_only, on_error=self._on_error,
+            deliver_policy=policy, opt_start_seq=start, headers_only=meta_only,
+            on_error=self._on_error,
         )
 
     def start(self) -> Deferred[KeyWatcher]:
@@ -115,10 +136,14 @@ class KeyWatcher:
             return
         meta = msg.metadata
         self._received += 1
+        revision = meta.sequence.stream
+        if revision <= self.last_revision:
+            return  # given already (before a reset of the consumer)
+        self.last_revision = revision
         op = operation(msg.headers)
         if op == PUT or not self._ignore_deletes:
             self._push(Entry(
-                self.kv.bucket, subject[len(prefix):], msg.data, meta.sequence.stream,
+                self.kv.bucket, subject[len(prefix):], msg.data, revision,
                 time_from_ns(meta.timestamp_ns), meta.num_pending, op,
             ))
         if not self._init_done:
@@ -135,8 +160,21 @@ class KeyWatcher:
     def _push(self, item: Entry | None) -> None:
         if self._waiters:
             self._waiters.popleft().callback(item)
-        else:
-            self._queue.append(item)
+            return
+        self._queue.append(item)
+        if len(self._queue) >= self._max_pending:
+            self._consumer.hold_flow_control = True
+
+    def _taken(self) -> None:
+        c = self._consumer
+        if c.hold_flow_control and len(self._queue) <= self._max_pending // 2:
+            c.hold_flow_control = False
+            c.release_flow_control()
+
+    @property
+    def pending(self) -> int:
+        """Entries received and not read yet."""
+        return len(self._queue)
 
     def _on_error(self, e: NatsError) -> None:
         if self._stopped:
@@ -173,6 +211,7 @@ class KeyWatcher:
         if self._queue:
             d: Deferred[Entry | _End | None] = Deferred()
             d.callback(self._queue.popleft())
+            self._taken()
             return d
         if self._error is not None:
             return fail(self._error)
@@ -215,13 +254,61 @@ class KeyWatcher:
 
     async def __anext__(self) -> Entry | None:
         if self._queue:
-            return self._queue.popleft()
+            first = self._queue.popleft()
+            self._taken()
+            return first
         item = await self._next()
         if isinstance(item, _End):
             raise StopAsyncIteration
         return item
 
     async def __aenter__(self) -> KeyWatcher:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class KeyLister:
+    """``async for key in kv.list_keys()``: the keys whose latest entry is a value, as
+    a watcher reads them (no list is built). It ends after the last; :meth:`stop` (or
+    leaving ``async with``) ends it early."""
+
+    def __init__(self, start: Callable[[], Deferred[KeyWatcher]]) -> None:
+        self._start = start
+        self._watcher: KeyWatcher | None = None
+        self._done = False
+
+    def __aiter__(self) -> KeyLister:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._done:
+            raise StopAsyncIteration
+        if self._watcher is None:
+            self._watcher = await self._start()
+        while True:
+            try:
+                entry = await self._watcher.__anext__()
+            except BaseException:
+                self.stop()
+                raise
+            if entry is None:
+                self.stop()
+                raise StopAsyncIteration
+            if entry.operation == PUT:
+                return entry.key
+
+    def stop(self) -> None:
+        """Stop listing (the watcher underneath is stopped)."""
+        self._done = True
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    async def __aenter__(self) -> KeyLister:
         return self
 
     async def __aexit__(

@@ -65,9 +65,13 @@ from txnats.jetstream.config import (
     StreamConfig,
     StreamInfo,
 )
-from txnats.jetstream.kv import KeyValue
+from txnats.jetstream.kv import KeyValue, KeyValueStatus
+from txnats.jetstream.kv import bucket_names as kv_bucket_names
+from txnats.jetstream.kv import list_buckets as kv_list_buckets
 from txnats.jetstream.msg import JsMsg
-from txnats.jetstream.object_store import ObjectStore
+from txnats.jetstream.object_store import ObjectStore, ObjectStoreStatus
+from txnats.jetstream.object_store import list_stores as obj_list_stores
+from txnats.jetstream.object_store import store_names as obj_store_names
 from txnats.jetstream.ordered import OrderedConsumer, OrderedMessages
 from txnats.jetstream.pull import PullConsumer
 from txnats.jetstream.push import PushSubscription
@@ -764,3 +768,25 @@ class JetStreamContext:
             return OrderedMessages(self, stream, **options).start()
         oc = OrderedConsumer(self, stream, handler, **options)
         return oc.start().addCallback(lambda _: oc)
+
+    # ------------------------------------------------------------------ store listings
+    def key_value_names(self) -> Deferred[list[str]]:
+        """The names of every key-value bucket, sorted."""
+        return kv_bucket_names(self)
+
+    def key_values(self) -> Deferred[list[KeyValueStatus]]:
+        """The status of every key-value bucket, sorted by name."""
+        return kv_list_buckets(self)
+
+    def update_key_value(self, bucket: str, **config: Any) -> Deferred[KeyValue]:
+        """Change a key-value bucket's configuration (arguments as for
+        :meth:`create_key_value`, the whole configuration); fires with the bucket."""
+        return KeyValue.create_bucket(self, bucket, update=True, **config)
+
+    def object_store_names(self) -> Deferred[list[str]]:
+        """The names of every object store, sorted."""
+        return obj_store_names(self)
+
+    def object_stores(self) -> Deferred[list[ObjectStoreStatus]]:
+        """The status of every object store, sorted by name."""
+        return obj_list_stores(self)

@@ -7,11 +7,15 @@ header ``KV-Operation: DEL`` (history stays); a purge is ``KV-Operation: PURGE``
 ``Nats-Rollup: sub``, which makes the server drop every earlier message of the key.
 
 Reads of one key use the Direct Get API when the stream allows it (every bucket created
-here does); ``keys``, ``history`` and ``watch`` read through an ordered consumer.
+here does); ``keys``, ``history`` and ``watch`` read through an ordered consumer, which
+is made again after a reconnection or a server restart.
 
-Only the default subject prefix ``$KV.<bucket>`` is supported: binding through a
-JetStream domain or an imported API prefix (ADR-19), mirrored and sourced buckets
-(ADR-8 topologies) and per-key TTLs (ADR-48) are not implemented.
+A bucket made with ``limit_marker_ttl`` (ADR-48) takes per-key TTLs (``create(...,
+ttl=)``, ``put(..., ttl=)`` on a bucket keeping one value per key, ``purge(...,
+ttl=)``), and a key removed by its TTL or the bucket's ``ttl`` leaves a marker that
+watchers see as a ``PURGE``. A mirror bucket reads its origin's keys and sends writes
+to the origin; a context for another JetStream domain (``nc.jetstream(domain=...)``)
+writes through that domain's API prefix (ADR-8 cross-domain).
 
 ::
 
@@ -25,11 +29,10 @@ JetStream domain or an imported API prefix (ADR-19), mirrored and sourced bucket
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
@@ -37,7 +40,6 @@ from twisted.python.failure import Failure
 from txnats._args import check_count, check_delay
 from txnats.errors import (
     APIError,
-    InvalidArgumentError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
@@ -46,6 +48,14 @@ from txnats.errors import (
     NatsError,
 )
 from txnats.jetstream._api import PubAck, RawStreamMsg, bucket_not_found
+from txnats.jetstream._kv_config import (
+    MAX_HISTORY,
+    bucket_stream_config,
+    check_bucket,
+    check_key,
+    check_key_pattern,
+    patterns,
+)
 from txnats.jetstream._kv_entry import (
     DEL,
     OP_HEADER,
@@ -55,7 +65,7 @@ from txnats.jetstream._kv_entry import (
     operation,
     parse_time,
 )
-from txnats.jetstream._kv_watch import KeyWatcher
+from txnats.jetstream._kv_watch import KeyLister, KeyWatcher
 from txnats.jetstream.config import StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
@@ -69,146 +79,23 @@ __all__ = [
     "PURGE",
     "PUT",
     "Entry",
+    "KeyLister",
     "KeyValue",
     "KeyValueStatus",
     "KeyWatcher",
+    "bucket_names",
     "bucket_stream_config",
     "check_bucket",
     "check_key",
     "check_key_pattern",
+    "list_buckets",
 ]
 
-#: The most values a bucket may keep per key.
-MAX_HISTORY: Final = 64
-
 _ROLLUP_HEADER = "Nats-Rollup"
-#: A duplicate window never longer than this (seconds), as nats.go sets it.
-_MAX_DUPLICATE_WINDOW = 120.0
 #: The default age of the delete markers ``purge_deletes`` removes (seconds).
 _PURGE_DELETES_OLDER_THAN = 30 * 60.0
 #: err_codes of "wrong last sequence" (10071, and 10164 the constant form).
 _WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
-
-_BUCKET_RE = re.compile(r"[a-zA-Z0-9_-]+")
-_KEY_RE = re.compile(r"[-/_=.a-zA-Z0-9]+")
-_KEY_TOKEN_RE = re.compile(r"[-/_=a-zA-Z0-9]+")
-
-
-# ---------------------------------------------------------------------- validation
-def check_bucket(bucket: object) -> str:
-    """Return ``bucket`` if it is a valid bucket name (``[a-zA-Z0-9_-]+``), else raise
-    :class:`InvalidArgumentError`."""
-    if not isinstance(bucket, str) or not _BUCKET_RE.fullmatch(bucket):
-        raise InvalidArgumentError(f"invalid bucket name {bucket!r}: use [a-zA-Z0-9_-]+")
-    return bucket
-
-
-def check_key(key: object) -> str:
-    """Return ``key`` if it is a valid key, else raise :class:`InvalidArgumentError`.
-
-    A key is ``[-/_=.a-zA-Z0-9]+`` with no empty token: no leading, trailing or
-    doubled ``.`` (ADR-8).
-    """
-    if (
-        not isinstance(key, str) or not _KEY_RE.fullmatch(key)
-        or key[0] == "." or key[-1] == "." or ".." in key
-    ):
-        raise InvalidArgumentError(
-            f"invalid key {key!r}: use [-/_=.a-zA-Z0-9]+ without empty '.'-separated tokens"
-        )
-    return key
-
-
-def check_key_pattern(pattern: object) -> str:
-    """Return ``pattern`` if it is a valid key or key wildcard (``*`` for one token,
-    ``>`` as the last token for the rest), else raise :class:`InvalidArgumentError`."""
-    if isinstance(pattern, str) and pattern:
-        tokens = pattern.split(".")
-        last = len(tokens) - 1
-        if all(
-            t == "*" or (t == ">" and i == last) or _KEY_TOKEN_RE.fullmatch(t)
-            for i, t in enumerate(tokens)
-        ):
-            return pattern
-    raise InvalidArgumentError(
-        f"invalid key pattern {pattern!r}: '.'-separated tokens of [-/_=a-zA-Z0-9], "
-        "'*', or a final '>'"
-    )
-
-
-def _patterns(key_pattern: str | Sequence[str]) -> list[str]:
-    pats = list(key_pattern) if isinstance(key_pattern, list | tuple) else [key_pattern]
-    if not pats:
-        raise InvalidArgumentError("give at least one key pattern")
-    return [check_key_pattern(p) for p in pats]
-
-
-def bucket_stream_config(
-    bucket: str,
-    *,
-    history: int = 1,
-    ttl: float | None = None,
-    max_value_size: int | None = None,
-    max_bytes: int | None = None,
-    storage: str = "file",
-    replicas: int = 1,
-    description: str | None = None,
-    compression: bool = False,
-    placement: dict[str, Any] | None = None,
-    republish: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The stream configuration of the bucket ``bucket`` (ADR-8); no I/O.
-
-    ``history`` is 1 to :data:`MAX_HISTORY`. ``ttl`` (seconds, finite; 0 or ``None``:
-    for ever) is the stream's ``max_age`` and caps its duplicate window (two minutes
-    otherwise). ``max_value_size`` (the stream's ``max_msg_size``) and ``max_bytes``
-    are whole numbers of bytes (0 or ``None``: no limit, as for the server);
-    ``replicas`` at least 1. Raises :class:`InvalidArgumentError`, naming the
-    argument, on a bad name or value.
-    """
-    check_bucket(bucket)
-    check_count("history", history)
-    if history > MAX_HISTORY:
-        raise InvalidArgumentError(f"history must be at most {MAX_HISTORY}, not {history!r}")
-    if ttl is not None:
-        check_delay("ttl", ttl)
-    if max_value_size is not None:
-        check_count("max_value_size", max_value_size, minimum=0)
-    if max_bytes is not None:
-        check_count("max_bytes", max_bytes, minimum=0)
-    if storage not in ("file", "memory"):
-        raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
-    check_count("replicas", replicas)
-    window = _MAX_DUPLICATE_WINDOW
-    if ttl and ttl < window:
-        window = ttl
-    cfg: dict[str, Any] = {
-        "name": f"KV_{bucket}",
-        "subjects": [f"$KV.{bucket}.>"],
-        "retention": "limits",
-        "max_msgs_per_subject": history,
-        "max_msgs": -1,
-        "max_bytes": max_bytes or -1,
-        "max_age": int((ttl or 0) * 1e9),
-        "max_msg_size": max_value_size or -1,
-        "max_consumers": -1,
-        "storage": storage,
-        "discard": "new",
-        "num_replicas": replicas,
-        "duplicate_window": int(window * 1e9),
-        "allow_rollup_hdrs": True,
-        "deny_delete": True,
-        "allow_direct": True,
-    }
-    if description:
-        cfg["description"] = description
-    if compression:
-        cfg["compression"] = "s2"
-    if placement is not None:
-        cfg["placement"] = placement
-    if republish is not None:
-        cfg["republish"] = republish
-    return cfg
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +114,12 @@ class KeyValueStatus:
     is_compressed: bool
     backing_store: str = "JetStream"
     stream_info: StreamInfo | None = field(default=None, repr=False, compare=False)
+    #: Seconds a limit marker is kept (ADR-48); 0: no markers, no per-key TTL.
+    limit_marker_ttl: float = 0.0
+    #: The bucket this one mirrors (``None``: none).
+    mirror: str | None = None
+    #: The buckets this one takes values from.
+    sources: tuple[str, ...] = ()
 
 
 def _key_exists(key: str) -> Callable[[Failure], Failure]:
@@ -260,11 +153,29 @@ class KeyValue:
         self.js = js
         self.bucket = check_bucket(bucket)
         self.stream = f"KV_{bucket}"
+        cfg = stream_info.config
         self._prefix = f"$KV.{bucket}."
-        self._direct = bool(stream_info.config.allow_direct)
+        self._direct = bool(cfg.allow_direct or cfg.mirror_direct)
+        self._history = cfg.max_msgs_per_subject or 1
+        self._allow_ttl = bool(cfg.allow_msg_ttl)
+        #: Writes of a mirror go to its origin, through the origin's domain if given.
+        self._external: str | None = None
+        mirror = cfg.mirror
+        if mirror is not None and mirror.name and mirror.name.startswith("KV_"):
+            self._prefix = f"$KV.{mirror.name[3:]}."
+            self._external = mirror.external.api if mirror.external is not None else None
 
     def __repr__(self) -> str:
         return f"<KeyValue bucket={self.bucket!r}>"
+
+    @property
+    def _put_prefix(self) -> str:
+        """Where writes go: the keys' subjects, behind another JetStream domain's API
+        prefix when the context (or a mirror's origin) is in one (as nats.go does)."""
+        if self._external:
+            return f"{self._external}.{self._prefix}"
+        api = self.js.prefix
+        return self._prefix if api == "$JS.API" else f"{api}.{self._prefix}"
 
     @property
     def subject_prefix(self) -> str:
@@ -306,8 +217,15 @@ class KeyValue:
         compression: bool = False,
         placement: dict[str, Any] | None = None,
         republish: dict[str, Any] | None = None,
+        limit_marker_ttl: float | None = None,
+        mirror: str | Mapping[str, Any] | None = None,
+        sources: Sequence[str | Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        update: bool = False,
     ) -> Deferred[KeyValue]:
-        """Create the bucket (see :func:`bucket_stream_config`) and bind to it.
+        """Create the bucket (see :func:`bucket_stream_config` for the arguments, in
+        seconds) and bind to it; with ``update=True`` change an existing bucket's
+        configuration instead (:class:`StreamNotFoundError` if there is none).
 
         Creating a bucket that exists with the same configuration binds to it; one
         that exists with another fails with :class:`StreamNameInUseError`.
@@ -317,11 +235,13 @@ class KeyValue:
                 bucket, history=history, ttl=ttl, max_value_size=max_value_size,
                 max_bytes=max_bytes, storage=storage, replicas=replicas,
                 description=description, compression=compression, placement=placement,
-                republish=republish,
+                republish=republish, limit_marker_ttl=limit_marker_ttl, mirror=mirror,
+                sources=sources, metadata=metadata,
             )
         except NatsError as e:
             return fail(e)
-        return js.add_stream(StreamConfig.from_json(cfg)).addCallback(
+        call = js.update_stream if update else js.add_stream
+        return call(StreamConfig.from_json(cfg)).addCallback(
             lambda info: cls(js, bucket, info)
         )
 
@@ -342,6 +262,9 @@ class KeyValue:
                 bytes=info.state.bytes,
                 is_compressed=(cfg.compression or "none") != "none",
                 stream_info=info,
+                limit_marker_ttl=cfg.subject_delete_marker_ttl or 0.0,
+                mirror=(cfg.mirror.name or "")[3:] or None if cfg.mirror else None,
+                sources=tuple((src.name or "")[3:] for src in cfg.sources or ()),
             )
 
         return self.js.stream_info(self.stream).addCallbacks(
@@ -390,7 +313,7 @@ class KeyValue:
         """Every key (matching ``key_pattern``, one or several) whose latest entry is a
         value, not a marker; ``[]`` if there is none."""
         try:
-            pats = _patterns(key_pattern)
+            pats = patterns(key_pattern)
         except NatsError as e:
             return fail(e)
 
@@ -412,7 +335,7 @@ class KeyValue:
         """Every kept entry of ``key`` (or of the keys matching a pattern), oldest first,
         markers included; :class:`KeyNotFoundError` if there is none."""
         try:
-            pats = _patterns(key)
+            pats = patterns(key)
         except NatsError as e:
             return fail(e)
 
@@ -440,6 +363,8 @@ class KeyValue:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        resume_from_revision: int | None = None,
+        max_pending: int = 4096,
     ) -> Deferred[KeyWatcher]:
         """Watch the keys matching ``key_pattern`` (one pattern or several).
 
@@ -448,12 +373,24 @@ class KeyValue:
         kept one with ``include_history``), then ``None`` once, then each change as it
         happens. ``ignore_deletes`` leaves markers out, ``meta_only`` leaves values
         out, ``updates_only`` starts with ``None`` and gives changes only.
+        ``resume_from_revision`` (at least 1) gives every kept entry from that revision
+        on instead (to pick up where an earlier watcher's ``last_revision`` left off).
+        ``max_pending`` (at least 1) bounds the entries waiting unread (see
+        :class:`KeyWatcher` for the overflow policy). The watcher survives
+        reconnections and server restarts. A bad argument fails it with
+        :class:`InvalidArgumentError` before any I/O.
         """
         try:
-            pats = _patterns(key_pattern)
+            pats = patterns(key_pattern)
+            w = KeyWatcher(
+                self, [self._prefix + p for p in pats], include_history=include_history,
+                ignore_deletes=ignore_deletes, meta_only=meta_only,
+                updates_only=updates_only, resume_from_revision=resume_from_revision,
+                max_pending=max_pending,
+            )
         except NatsError as e:
             return fail(e)
-        return self._watch(pats, include_history, ignore_deletes, meta_only, updates_only)
+        return w.start()
 
     def _watch(
         self, patterns: list[str], include_history: bool, ignore_deletes: bool,
@@ -465,14 +402,43 @@ class KeyValue:
         )
         return w.start()
 
+    def list_keys(self, key_pattern: str | Sequence[str] = ">") -> KeyLister:
+        """``async for key in kv.list_keys()``: every key (matching ``key_pattern``)
+        whose latest entry is a value, as they are read (:meth:`keys` gives the list).
+        A bad pattern raises :class:`InvalidArgumentError` here."""
+        pats = patterns(key_pattern)
+        return KeyLister(lambda: self._watch(pats, False, True, True, False))
+
     # ------------------------------------------------------------------ writes
-    def put(self, key: str, value: bytes) -> Deferred[int]:
-        """Store ``value`` as the latest of ``key``; fires with its revision."""
+    def _check_ttl(self, ttl: float | None, what: str) -> None:
+        if ttl is None:
+            return
+        check_delay("ttl", ttl)
+        if not self._allow_ttl:
+            raise KeyValueError(
+                f"bucket {self.bucket!r} takes no per-key TTL: create it with "
+                "limit_marker_ttl (ADR-48)"
+            )
+        if what == "put" and self._history > 1:
+            raise KeyValueError(
+                f"put(ttl=) on bucket {self.bucket!r}, which keeps {self._history} values "
+                "per key: the older value would come back when this one expires "
+                "(ADR-48); use create(ttl=), or a bucket with history=1"
+            )
+
+    def put(self, key: str, value: bytes, *, ttl: float | None = None) -> Deferred[int]:
+        """Store ``value`` as the latest of ``key``; fires with its revision.
+
+        ``ttl`` (seconds, at least 1) removes it that long after, leaving a limit
+        marker: only on a bucket made with ``limit_marker_ttl`` that keeps one value
+        per key (:class:`KeyValueError` otherwise, before anything is sent).
+        """
         try:
             check_key(key)
+            self._check_ttl(ttl, "put")
         except NatsError as e:
             return fail(e)
-        return self.js.publish(self._prefix + key, value).addCallback(_seq)
+        return self.js.publish(self._put_prefix + key, value, ttl=ttl).addCallback(_seq)
 
     def update(self, key: str, value: bytes, last: int) -> Deferred[int]:
         """Store ``value`` only if ``key``'s latest revision is ``last`` (0: the key has
@@ -487,29 +453,36 @@ class KeyValue:
             check_count("last", last, minimum=0)
         except NatsError as e:
             return fail(e)
+        return self._update(key, value, last, None)
+
+    def _update(self, key: str, value: bytes, last: int, ttl: float | None) -> Deferred[int]:
         return self.js.publish(
-            self._prefix + key, value, expected_last_subject_seq=last
+            self._put_prefix + key, value, expected_last_subject_seq=last, ttl=ttl
         ).addCallbacks(_seq, _key_exists(key))
 
-    def create(self, key: str, value: bytes) -> Deferred[int]:
+    def create(self, key: str, value: bytes, *, ttl: float | None = None) -> Deferred[int]:
         """Store ``value`` only if ``key`` has no value
         (never set, or its latest entry is a delete or purge marker). Fires with the
         revision; fails with :class:`KeyExistsError` if the key has a value.
+
+        ``ttl`` (seconds, at least 1; ADR-48) removes the key that long after, leaving
+        a limit marker; the bucket needs ``limit_marker_ttl`` (:class:`KeyValueError`).
         """
         try:
             check_key(key)
+            self._check_ttl(ttl, "create")
         except NatsError as e:
             return fail(e)
 
         async def attempt() -> int:
             try:
-                return await self.update(key, value, 0)
+                return await self._update(key, value, 0, ttl)
             except KeyExistsError:
                 # The key has messages: if the latest is a marker, replace it.
                 try:
                     await self.get(key)
                 except KeyDeletedError as deleted:
-                    return await self.update(key, value, deleted.revision)
+                    return await self._update(key, value, deleted.revision, ttl)
                 except KeyNotFoundError:
                     pass
                 raise
@@ -522,25 +495,31 @@ class KeyValue:
         With ``last`` (a whole number, 0 or more), only if the key's latest revision is
         ``last`` (:class:`KeyExistsError` otherwise).
         """
-        return self._marker(key, DEL, last)
+        return self._marker(key, DEL, last, None)
 
-    def purge(self, key: str, last: int | None = None) -> Deferred[int]:
+    def purge(
+        self, key: str, last: int | None = None, *, ttl: float | None = None
+    ) -> Deferred[int]:
         """Mark ``key`` purged and drop all its history; fires with the marker's
-        revision. ``last`` as for :meth:`delete`."""
-        return self._marker(key, PURGE, last)
+        revision. ``last`` as for :meth:`delete`. ``ttl`` (seconds, at least 1; a
+        bucket with ``limit_marker_ttl``) removes the marker itself that long after,
+        so the key leaves no trace (ADR-48)."""
+        return self._marker(key, PURGE, last, ttl)
 
-    def _marker(self, key: str, op: str, last: int | None) -> Deferred[int]:
+    def _marker(self, key: str, op: str, last: int | None, ttl: float | None) -> Deferred[int]:
         try:
             check_key(key)
             if last is not None:
                 check_count("last", last, minimum=0)
+            self._check_ttl(ttl, "purge")
         except NatsError as e:
             return fail(e)
         headers = {OP_HEADER: op}
         if op == PURGE:
             headers[_ROLLUP_HEADER] = "sub"
         return self.js.publish(
-            self._prefix + key, b"", headers=headers, expected_last_subject_seq=last
+            self._put_prefix + key, b"", headers=headers, expected_last_subject_seq=last,
+            ttl=ttl,
         ).addCallbacks(_seq, _key_exists(key))
 
     def purge_deletes(self, older_than: float = _PURGE_DELETES_OLDER_THAN) -> Deferred[int]:
@@ -577,3 +556,29 @@ class KeyValue:
             return len(markers)
 
         return Deferred.fromCoroutine(run())
+
+
+# ---------------------------------------------------------------------- listings
+def bucket_names(js: JetStreamContext) -> Deferred[list[str]]:
+    """The names of every key-value bucket (streams named ``KV_...``), sorted."""
+
+    def names(streams: list[str]) -> list[str]:
+        return sorted(n[3:] for n in streams if n.startswith("KV_") and len(n) > 3)
+
+    return js.stream_names().addCallback(names)
+
+
+def list_buckets(js: JetStreamContext) -> Deferred[list[KeyValueStatus]]:
+    """The status of every key-value bucket, sorted by name."""
+
+    async def collect() -> list[KeyValueStatus]:
+        out = []
+        for name in await bucket_names(js):
+            try:
+                kv = await KeyValue.bind(js, name)
+                out.append(await kv.status())
+            except KeyValueError:
+                continue  # deleted meanwhile, or a KV_ stream that is not a bucket
+        return out
+
+    return Deferred.fromCoroutine(collect())

@@ -69,6 +69,8 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreStatus",
     "ObjectWriter",
+    "list_stores",
+    "store_names",
 ]
 
 log = Logger()
@@ -616,3 +618,28 @@ class ObjectStore:
             return self.js.update_stream(si.config, sealed=True)
 
         return self._stream_info().addCallback(update).addCallback(lambda _: self.status())
+
+
+# ---------------------------------------------------------------------- listings
+def store_names(js: JetStreamContext) -> Deferred[list[str]]:
+    """The names of every object store (streams named ``OBJ_...``), sorted."""
+
+    def names(streams: list[str]) -> list[str]:
+        return sorted(n[4:] for n in streams if n.startswith("OBJ_") and len(n) > 4)
+
+    return js.stream_names().addCallback(names)
+
+
+def list_stores(js: JetStreamContext) -> Deferred[list[ObjectStoreStatus]]:
+    """The status of every object store, sorted by name."""
+
+    async def collect() -> list[ObjectStoreStatus]:
+        out = []
+        for name in await store_names(js):
+            try:
+                out.append(await ObjectStore(js, name).status())
+            except BucketNotFoundError:
+                continue  # deleted meanwhile
+        return out
+
+    return Deferred.fromCoroutine(collect())
