@@ -30,6 +30,7 @@ from txnats.jetstream.consume import ConsumeContext, MessagesContext
 from txnats.protocol.headers import encode_headers
 
 from .support.jetstream import Frame, JsHarness, ack_subject, status_block
+from .support.jsconsume import fill
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor, sleep, wait_until
 from .support.wire import hmsg_frame, msg_frame
@@ -101,7 +102,7 @@ class ConsumeUnitTests(PullHarness):
 
     def test_max_messages_one_never_sticks(self) -> None:
         """max_messages=1 (threshold 1) pulls again after each message."""
-        ctx, inbox, sid, _ = self.start(max_messages=1, expires=2, idle_heartbeat=1)
+        _ctx, inbox, sid, _ = self.start(max_messages=1, expires=2, idle_heartbeat=1)
         for _ in range(3):
             self.deliver(inbox, sid)
             self.assertEqual([p["batch"] for p in self.pulls()], [1])
@@ -238,6 +239,23 @@ class ConsumeUnitTests(PullHarness):
         self.deliver(inbox, sid, 3)
         self.assertEqual(len(self.got), 3)
 
+    def test_fired_deferreds_do_not_recurse(self) -> None:
+        """A handler returning an already-fired Deferred over a long buffer is handled
+        in a loop, not one nested call per message (no RecursionError)."""
+        gate: Deferred[None] = Deferred()
+        results = iter([gate] + [succeed(None)] * 5000)
+
+        def handler(m: JsMsg) -> Deferred[None]:
+            self.got.append(m)
+            return next(results)
+
+        ctx, inbox, sid, _ = self.start(handler=handler, max_messages=5001, expires=2,
+                                        idle_heartbeat=1)
+        self.deliver(inbox, sid, 5001)
+        self.assertEqual(ctx.buffered, 5000)
+        gate.callback(None)
+        self.assertEqual((len(self.got), ctx.buffered, ctx.delivered), (5001, 0, 5001))
+
     def test_handler_error_reported_and_goes_on(self) -> None:
         def handler(m: JsMsg) -> None:
             self.got.append(m)
@@ -278,7 +296,7 @@ class ConsumeUnitTests(PullHarness):
         self.assertFalse(ctx.is_active)
 
     def test_stop_and_close(self) -> None:
-        ctx, inbox, sid, _ = self.start(max_messages=4, expires=2, idle_heartbeat=1)
+        ctx, _inbox, sid, _ = self.start(max_messages=4, expires=2, idle_heartbeat=1)
         done = ctx.when_done()
         ctx.stop()
         self.successResultOf(done)
@@ -458,9 +476,7 @@ class ConsumeIntegrationTests(ServerPerClass, TestCase):
         self.addCleanup(lambda: bounded(js.delete_stream(s)))
         consumer.setdefault("ack_policy", "explicit")
         await bounded(js.add_consumer(s, durable_name="P", **consumer))
-        for i in range(n):
-            js.publish_async(f"{s}.x", b"%d" % i)
-        await bounded(js.publish_async_complete(), 10)
+        await fill(js, f"{s}.x", n)
         return nc, js, s
 
     async def test_consume_all_and_ack(self) -> None:

@@ -563,6 +563,7 @@ class ConsumeContext(_PullEngine):
         super().__init__(consumer, opts, error_cb)
         self._handler = handler
         self._busy = False
+        self._looping = False
 
     def _idle(self) -> bool:
         return not self._buffer and not self._busy
@@ -607,9 +608,15 @@ class ConsumeContext(_PullEngine):
         if self._state == _ENDED:
             return
         self._processed(msg)
-        buf = self._buffer
-        while buf and not self._busy and self._state != _ENDED:
-            self._handle(buf.popleft())
+        if self._looping:
+            return  # a handler whose Deferred had fired already: the loop below goes on
+        self._looping = True
+        try:
+            buf = self._buffer
+            while buf and not self._busy and self._state != _ENDED:
+                self._handle(buf.popleft())
+        finally:
+            self._looping = False
         self._check_drained()
 
     def _handler_failed(self, f: Failure, msg: JsMsg) -> None:
