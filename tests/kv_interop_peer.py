@@ -5,12 +5,16 @@ share a process::
 
     python tests/kv_interop_peer.py exchange URL BUCKET   # read what txnats wrote, write back
     python tests/kv_interop_peer.py create   URL BUCKET   # create a bucket, put one key
+    python tests/kv_interop_peer.py ttl      URL BUCKET   # read expired keys, put one with a TTL
 
 ``exchange`` binds to BUCKET (made by txnats), prints the entry of ``from.txnats``,
 what ``get`` of the deleted key ``gone`` raises, ``keys()`` and the history of
 ``from.txnats``; then puts :data:`NATSPY_VALUE` at ``from.natspy`` and deletes
 ``natspy.deleted`` (put first), printing their revisions. ``create`` makes BUCKET with
-``history=3, ttl=30`` and puts ``b"made by nats-py"`` at ``k``. Each step prints one JSON
+``history=3, ttl=30`` and puts ``b"made by nats-py"`` at ``k``. ``ttl`` reads ``short``
+(expired by its TTL: what nats-py's ``get`` says) and ``long``, then publishes
+``frompy`` with the header ``Nats-TTL: 1`` (nats-py's KV has no TTL argument) and
+prints its revision. Each step prints one JSON
 object per line; values are base64. The run is bounded by PEER_TIMEOUT seconds (exit
 status 3 if exceeded).
 
@@ -91,6 +95,20 @@ async def run(mode: str, url: str, bucket: str) -> int:
             await kv.put("natspy.deleted", b"short-lived")
             await kv.delete("natspy.deleted")
             emit({"deleted": True})
+        elif mode == "ttl":
+            kv = await js.key_value(bucket)
+            try:
+                e = await kv.get("short")
+            except Exception as err:  # the class name is what is compared
+                emit({"short": type(err).__name__})
+            else:
+                emit({"short": {"value": b64(e.value or b""), "operation": e.operation}})
+            e = await kv.get("long")
+            emit({"long": b64(e.value or b"")})
+            ack = await js.publish(
+                f"$KV.{bucket}.frompy", b"from nats-py", headers={"Nats-TTL": "1"}
+            )
+            emit({"frompy": ack.seq})
         elif mode == "create":
             kv = await js.create_key_value(bucket=bucket, history=3, ttl=30)
             emit({"put": await kv.put("k", b"made by nats-py")})

@@ -5,10 +5,16 @@ never share a process::
 
     python tests/obj_interop_peer.py get URL BUCKET NAME            # get, print what came
     python tests/obj_interop_peer.py put URL BUCKET NAME SIZE SEED  # put payload(SIZE, SEED)
+    python tests/obj_interop_peer.py exchange URL BUCKET -          # read txnats's, write back
 
 Both print ``ready`` once connected, then one JSON object: for ``get`` the object's
 ``size``, ``sha256`` (hex) and nats-py's view of its info; for ``put`` the info nats-py
-returned. The run is bounded by PEER_TIMEOUT seconds (exit status 3 past it).
+returned. ``exchange`` reads what txnats stored (``plain``, the link ``alias`` to it,
+the deleted ``removed``: size and SHA-256, or the error's class name; the listing with
+the deleted flags), then
+puts ``py.obj`` (``payload(EXCHANGE_SIZE, 7)``) and ``py.removed``, deletes the latter
+and prints their infos (nats-py 2.16 cannot make links). The run is bounded by
+PEER_TIMEOUT seconds (exit status 3 past it).
 
 This module is not a test module; the test imports :func:`payload` from it, so nats-py
 is only imported inside :func:`run`.
@@ -23,6 +29,9 @@ import random
 import sys
 
 PEER_TIMEOUT = 30.0
+
+#: The size of what ``exchange`` puts (more than two 128 KiB chunks).
+EXCHANGE_SIZE = 300_000
 
 #: What ``put`` stores besides the bytes.
 DESCRIPTION = "put by nats-py"
@@ -70,6 +79,21 @@ async def run(mode: str, url: str, bucket: str, name: str, rest: list[str]) -> i
                 "sha256": hashlib.sha256(data).hexdigest(),
                 "info": describe(result.info),
             })
+        elif mode == "exchange":
+            for obj in ("plain", "alias", "removed"):
+                try:
+                    result = await obs.get(obj)
+                except Exception as err:  # the class name is what is compared
+                    emit({obj: type(err).__name__})
+                else:
+                    data = result.data or b""
+                    emit({obj: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}})
+            emit({"list": sorted([i.name, bool(i.deleted)] for i in await obs.list())})
+            info = await obs.put("py.obj", payload(EXCHANGE_SIZE, 7))
+            emit({"py.obj": describe(info)})
+            await obs.put("py.removed", b"soon gone")
+            await obs.delete("py.removed")
+            emit({"py.removed": "deleted"})
         elif mode == "put":
             size, seed = int(rest[0]), int(rest[1])
             meta = ObjectMeta(name=name, description=DESCRIPTION, headers=dict(HEADERS))
