@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from twisted.internet.defer import Deferred
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
@@ -36,6 +37,7 @@ from txnats.jetstream import (
 from .support.jetstream import JsHarness
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor
+from .test_examples import run_example
 
 
 class ManageCase(ServerPerClass, TestCase):
@@ -211,6 +213,28 @@ class ConsumerManageTests(ManageCase):
         self.assertFalse(resumed.paused)
         self.assertFalse((await bounded(js.consumer_info(s, "P"))).paused)
         await self.assertFailure(js.pause_consumer(s, "P", "soon"), InvalidArgumentError)
+
+
+class ExampleTests(ManageCase):
+    async def test_js_manage_example(self) -> None:
+        """examples/js_manage.py runs against a server and prints what it promises."""
+        assert self.server is not None
+        result = await deferToThread(run_example, "js_manage", "--server", self.server.url)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = result.stdout.splitlines()
+        for want in [
+            "stream ORDERS: max_age=3600.0s storage=memory",
+            "published again: duplicate=True seq=1",
+            "consumer billing: ack_wait=30.0s pending=3",
+            "create with another config: refused (ConsumerExistsError)",
+            "updated: ack_wait=10.0s",
+            "listed consumer audit (pending 1)",
+            "listed consumer billing (pending 3)",
+            "audit paused: True",
+            "audit paused after resume: False",
+            "done",
+        ]:
+            self.assertIn(want, lines)
 
 
 class PagingTests(JsHarness, SynchronousTestCase):
