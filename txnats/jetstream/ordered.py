@@ -130,6 +130,16 @@ class OrderedConsumer:
             self._unlisten = None
         self._drop_current()
 
+    @property
+    def name(self) -> str:
+        """The name of the consumer delivering now ("" while none exists)."""
+        return self._name
+
+    @property
+    def last_stream_sequence(self) -> int:
+        """The stream sequence of the last message handed on (0: none yet)."""
+        return self._sseq
+
     def release_flow_control(self) -> None:
         """Answer the flow control requests held while ``hold_flow_control`` was true."""
         held, self._held_fc = self._held_fc, []
