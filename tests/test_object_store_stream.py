@@ -382,3 +382,42 @@ class StreamingGetTests(_StreamCase):
         path = temp_file(self, "linked.bin")
         info = await bounded(obs.get_to_file("alias", path))
         self.assertEqual(info.name, "target")
+
+
+class WatchAndListingTests(_StreamCase):
+    async def test_watch_initial_values_marker_updates_and_deletes(self) -> None:
+        _, _, obs = await self.store()
+        await bounded(obs.put("a", b"1"))
+        await bounded(obs.put("b", b"2"))
+        w = await bounded(obs.watch())
+        self.addCleanup(w.stop)
+        first = [await bounded(w.next_update()) for _ in range(3)]
+        self.assertEqual(sorted(i.name for i in first[:2] if i), ["a", "b"])
+        self.assertIsNone(first[2])
+        await bounded(obs.put("c", b"3"))
+        info = await bounded(w.next_update())
+        assert info is not None
+        self.assertEqual((info.name, info.size, info.deleted), ("c", 1, False))
+        await bounded(obs.delete("a"))
+        info = await bounded(w.next_update())
+        assert info is not None
+        self.assertEqual((info.name, info.deleted), ("a", True))
+        w.stop()
+        self.assertEqual([i async for i in w], [])
+
+    async def test_watch_updates_only_ignore_deletes_and_empty_bucket(self) -> None:
+        _, _, obs = await self.store()
+        w = await bounded(obs.watch(updates_only=True, ignore_deletes=True))
+        self.addCleanup(w.stop)
+        self.assertIsNone(await bounded(w.next_update()))
+        await bounded(obs.put("x", b"1"))
+        await bounded(obs.delete("x"))
+        await bounded(obs.put("y", b"2"))
+        names = [(await bounded(w.next_update())) for _ in range(2)]
+        self.assertEqual([i.name for i in names if i], ["x", "y"])
+
+    async def test_store_names_and_statuses(self) -> None:
+        _, js, obs = await self.store(description="listed")
+        self.assertIn(obs.bucket, await bounded(js.object_store_names()))
+        statuses = {s.bucket: s for s in await bounded(js.object_stores())}
+        self.assertEqual(statuses[obs.bucket].description, "listed")

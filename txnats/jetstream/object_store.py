@@ -51,6 +51,7 @@ from txnats.jetstream._obj_info import (
     parse_time,
 )
 from txnats.jetstream._obj_put import ObjectWriter, source_for
+from txnats.jetstream._obj_watch import ObjectWatcher
 from txnats.jetstream.config import ConsumerInfo, StreamConfig, StreamInfo
 from txnats.jetstream.ordered import OrderedConsumer
 from txnats.nuid import next_nuid
@@ -68,6 +69,7 @@ __all__ = [
     "ObjectReader",
     "ObjectStore",
     "ObjectStoreStatus",
+    "ObjectWatcher",
     "ObjectWriter",
     "list_stores",
     "store_names",
@@ -584,6 +586,25 @@ class ObjectStore:
 
         consumer.start().addCallbacks(started, start_failed)
         return done
+
+    # ------------------------------------------------------------------ watch
+    def watch(
+        self, *, include_history: bool = False, ignore_deletes: bool = False,
+        updates_only: bool = False, max_pending: int = 4096,
+    ) -> Deferred[ObjectWatcher]:
+        """Watch the bucket's objects: fires with an :class:`ObjectWatcher` once the
+        server is delivering (every object's info, then ``None``, then each change;
+        see the class). A bad ``max_pending`` fails it with
+        :class:`InvalidArgumentError` before any I/O."""
+        try:
+            w = ObjectWatcher(
+                self.js, self.bucket, include_history=include_history,
+                ignore_deletes=ignore_deletes, updates_only=updates_only,
+                max_pending=max_pending,
+            )
+        except NatsError as e:
+            return fail(e)
+        return w.start()
 
     # ------------------------------------------------------------------ bucket
     def status(self) -> Deferred[ObjectStoreStatus]:
