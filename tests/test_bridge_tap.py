@@ -199,7 +199,9 @@ class ProcessTests(TestCase):
 
         # curl -N http://127.0.0.1:8080/v1/subscribe/greet.%3E, and a WebSocket
         sse = await SseClient.open(base, "/v1/subscribe/greet.%3E")
+        self.addCleanup(sse.close)
         ws = await WsClient.open(base, "/v1/subscribe/greet.%3E")
+        self.addCleanup(ws.close)
         await sse.wait_for("subscribed")
         await ws.wait_for(lambda f: bool(f) and "subscribed" in f[0])
         r = await http("POST", f"{base}/v1/publish/greet.ann", b"to both")
@@ -211,7 +213,7 @@ class ProcessTests(TestCase):
         self.assertEqual(sorted(m["data"] for m in got), ["from NATS", "to both"])
         self.assertEqual(sorted(f["data"] for f in frames[1:]), ["from NATS", "to both"])
         results["sse_msgs"], results["ws_msgs"] = len(got), len(frames) - 1
-        ws.close()
+        await ws.close()
         sse.close()
 
         assert proc.transport is not None

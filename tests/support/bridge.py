@@ -197,7 +197,11 @@ class _WsProto(WebSocketClientProtocol):  # type: ignore[misc]
         self.factory.client.frames.append(json.loads(payload))
 
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
-        self.factory.client.closed = (code, reason)
+        client = self.factory.client
+        client.closed = (code, reason)
+        waiters, client.close_waiters = client.close_waiters, []
+        for d in waiters:
+            d.callback(None)
 
 
 class WsClient:
@@ -207,6 +211,7 @@ class WsClient:
         self.frames: list[Any] = []
         self.opened = False
         self.closed: tuple[int | None, str | None] | None = None
+        self.close_waiters: list[Deferred[None]] = []
         self.proto: Any = None
 
     @classmethod
@@ -229,9 +234,15 @@ class WsClient:
         await wait_until(lambda: predicate(self.frames), seconds, what)
         return self.frames
 
-    def close(self) -> None:
-        if self.closed is None:
-            self.proto.sendClose()
+    def close(self) -> Deferred[None] | None:
+        """Close, and wait for the server's answer (autobahn would otherwise leave its
+        close-handshake timer behind)."""
+        if self.closed is not None:
+            return None
+        d: Deferred[None] = Deferred()
+        self.close_waiters.append(d)
+        self.proto.sendClose()
+        return bounded(d, WAIT, "the WebSocket closing")
 
 
 class BridgeProcess(ProcessProtocol):
