@@ -64,6 +64,22 @@ def serve_ceiling(port: int) -> None:
     reactor.run()  # type: ignore[attr-defined]
 
 
+def warnings_only() -> Any:
+    """A twistd log observer factory (``--logger bridge_load.warnings_only``) keeping
+    warnings and errors only: ``--quiet-bridge`` measures the bridge without its
+    per-request log lines."""
+    from twisted.logger import (
+        FilteringLogObserver,
+        LogLevel,
+        LogLevelFilterPredicate,
+        textFileLogObserver,
+    )
+
+    return FilteringLogObserver(
+        textFileLogObserver(sys.stdout), [LogLevelFilterPredicate(LogLevel.warn)]
+    )
+
+
 # ============================================================================ the load
 class _Conn(protocol.Protocol):
     """One keep-alive connection: writes requests, reads answers in order."""
@@ -251,10 +267,16 @@ async def against_bridge(reactor: Any, args: argparse.Namespace, url: str) -> di
     port = free_port()
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
     log = tempfile.NamedTemporaryFile(prefix="bridge-load-", suffix=".log", delete=False)
+    extra = args.twistd_args.split()
+    env = dict(os.environ)
+    if args.quiet_bridge:
+        extra.append("--logger=bridge_load.warnings_only")
+        here = os.path.dirname(os.path.abspath(__file__))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [twistd, "-n", "--pidfile=", *args.twistd_args.split(), "nats-bridge", "--nats", url,
+        [twistd, "-n", "--pidfile=", *extra, "nats-bridge", "--nats", url,
          "--listen", f"tcp:{port}:interface=127.0.0.1"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir(),
+        stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir(), env=env,
     )
     nc = None
     try:
@@ -330,6 +352,7 @@ async def main(reactor: Any, args: argparse.Namespace) -> None:
     out: dict[str, Any] = {
         "rate": args.rate, "seconds": args.seconds, "conns": args.conns, "size": args.size,
         "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()[0],
+        "bridge_log": "warnings only" if args.quiet_bridge else "default",
     }
     if args.only in (None, "bridge"):
         from txnats.testing import NatsServer
@@ -357,6 +380,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--twistd-args", default="", metavar="ARGS",
                    help="more twistd options, e.g. '--profile=bridge.prof --profiler=cprofile "
                    "--savestats' to profile the bridge")
+    p.add_argument("--quiet-bridge", action="store_true",
+                   help="run the bridge logging warnings only (no line per request)")
     p.add_argument("--verbose", action="store_true", help="the bridge's log if it failed")
     return p.parse_args(argv)
 
