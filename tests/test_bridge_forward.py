@@ -35,6 +35,7 @@ from txnats.jetstream import JetStreamContext
 from txnats.testing import NatsServer
 
 from .support.figures import figure
+from .support.files import free_port
 from .support.waits import bounded, reactor, sleep, wait_until
 
 # ============================================================================ unit
@@ -450,6 +451,29 @@ class JetStreamForwardTests(TwoSystems):
         await wait_until(lambda: fwd.stats.forwarded >= n, 30, what=f"{n} forwarded")
         self.assertEqual(await self.stored(tjs, "ARCHIVE"), n)
 
+    async def test_target_down_at_start(self) -> None:
+        """The target is down when the forwarder starts: start() still fires, nothing is
+        pulled (nothing refused, nothing acked) until the target is up, then all arrive;
+        stop() while waiting for the target ends at once."""
+        n = 300
+        src, sjs, _ = await self.setup_streams(n)
+        self.target.kill()
+        fwd = self.forwarder(src, self.SPEC.format(url=self.target.url))
+        await bounded(fwd.start())
+        await sleep(1.0)  # time to pull, were the pump not waiting for the target
+        self.assertEqual((fwd.stats.forwarded, fwd.stats.retried), (0, 0))
+        info = await bounded(sjs.api_request(f"CONSUMER.INFO.ORDERS.{fwd.route.durable}"))
+        self.assertEqual((info["num_pending"], info["num_ack_pending"]), (n, 0))
+        self.target.start()
+        await wait_until(lambda: fwd.stats.forwarded >= n, 30, what=f"{n} forwarded")
+        dst = await self.client(self.target, "dst-late")
+        self.assertEqual(await self.stored(dst.jetstream(), "ARCHIVE"), n)
+
+        idle = self.forwarder(src, f"js:ORDERS:orders.>=nats://127.0.0.1:{free_port()}")
+        await bounded(idle.start())
+        await bounded(idle.stop(), 5, "stop while waiting for the target")
+        self.assertTrue(idle.target.is_closed)
+
     async def test_start_fails_without_source_stream(self) -> None:
         """No such source stream: start() fails and the target connection is closed."""
         src = await self.client(self.source, "src")
@@ -465,7 +489,6 @@ class TwistdForwardTests(TwoSystems):
         stream's messages reach the target stream, core messages the target's
         subscriber, /metrics counts them per route, and SIGTERM stops it cleanly."""
         from .support.bridge import BridgeProcess, http
-        from .support.files import free_port
 
         n = 500
         src, _, tjs = await self.setup_streams(n)
