@@ -19,6 +19,7 @@ from tests.support.waits import WAIT, bounded, reactor
 from txnats import micro
 from txnats.errors import NatsError
 from txnats.micro import ERROR_CODE_HEADER, ERROR_HEADER, Request
+from txnats.testing import FaultProxy
 
 #: Gathering answers ends this long after the latest one (or at WAIT with none). The
 #: instances run in this process and answer in the same reactor turn or the next.
@@ -203,3 +204,39 @@ class MicroTests(ServerPerClass, TestCase):
         self.assertEqual([p.id for p in pings], [svcs[1].id])
         reply = await nc.request(f"{self.service_name()}.work", timeout=WAIT)
         self.assertEqual(reply.data, b"ok")
+
+    async def test_service_survives_reconnect(self) -> None:
+        """A service whose connection is cut goes on after the client reconnects: it
+        is not stopped, it answers PING and requests again, its counters kept."""
+        assert self.server is not None
+        proxy = FaultProxy(reactor, self.server.host, self.server.port)
+        proxy.listen()
+        self.addCleanup(proxy.stop)
+        nc = await txnats.connect(reactor, proxy.url, name="behind-proxy",
+                                  reconnect_wait=0.05, reconnect_jitter=0.0)
+        self.addCleanup(nc.close)
+        svc = micro.add_service(nc, name=self.service_name(), version="1.0.0")
+        ep = svc.add_endpoint("work", lambda r: r.respond(b"ok"),
+                              subject=f"{self.service_name()}.work")
+        await nc.flush(timeout=WAIT)
+        caller = await self.connect()
+        await caller.request(f"{self.service_name()}.work", timeout=WAIT)
+        states: list[str] = []
+        back: Deferred[None] = Deferred()
+
+        def listen(state: txnats.ClientState) -> None:
+            states.append(str(state))
+            if state == txnats.ClientState.CONNECTED and not back.called:
+                back.callback(None)
+
+        nc.add_status_listener(listen)
+        self.assertEqual(proxy.reset_all(), 1)
+        await bounded(back, WAIT, "the reconnection")
+        await nc.flush(timeout=WAIT)
+        self.assertIn("RECONNECTING", states)
+        self.assertFalse(svc.is_stopped)
+        (found,) = await micro.ping(caller, self.service_name(), svc.id, timeout=WAIT)
+        self.assertEqual(found.id, svc.id)
+        reply = await caller.request(f"{self.service_name()}.work", timeout=WAIT)
+        self.assertEqual(reply.data, b"ok")
+        self.assertEqual(ep.num_requests, 2)
