@@ -5,6 +5,8 @@ MemoryReactorClock, MSG frames in, PUB/HPUB frames out."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -755,3 +757,44 @@ class ResponseTests(SynchronousTestCase):
         with self.assertRaises(InvalidResponseError):
             InfoResponse.from_dict({**base, "type": "io.nats.micro.v1.info_response",
                                     "endpoints": [7]})
+
+
+class PublicSurfaceTests(SynchronousTestCase):
+    """What ``txnats.micro`` exports, its errors' places in the tree, and that the
+    client does not load it."""
+
+    def test_exports(self) -> None:
+        """The names are exactly the documented ones (a change here is an API change)."""
+        import txnats.micro as m
+
+        self.assertEqual(set(m.__all__), {
+            "API_PREFIX", "DEFAULT_QUEUE_GROUP", "ERROR_CODE_HEADER", "ERROR_HEADER",
+            "INFO_RESPONSE_TYPE", "INHERIT", "PING_RESPONSE_TYPE", "STATS_RESPONSE_TYPE",
+            "AlreadyRespondedError", "Endpoint", "EndpointInfo", "EndpointStats", "Group",
+            "Handler", "InfoResponse", "InvalidResponseError", "InvalidServiceConfigError",
+            "PingResponse", "Request", "Service", "ServiceError", "ServiceStoppedError",
+            "StatsHandler", "StatsResponse", "add_service", "control_subject", "info",
+            "ping", "stats",
+        })
+        for name in m.__all__:
+            self.assertTrue(hasattr(m, name), name)
+        self.assertEqual((m.DEFAULT_QUEUE_GROUP, m.API_PREFIX), ("q", "$SRV"))
+        self.assertEqual((m.ERROR_HEADER, m.ERROR_CODE_HEADER),
+                         ("Nats-Service-Error", "Nats-Service-Error-Code"))
+
+    def test_error_tree(self) -> None:
+        """Every error is a NatsError; the bad-input ones are ValueErrors too."""
+        for cls in (AlreadyRespondedError, InvalidResponseError, InvalidServiceConfigError,
+                    ServiceError, ServiceStoppedError):
+            self.assertTrue(issubclass(cls, NatsError), cls)
+        self.assertTrue(issubclass(InvalidServiceConfigError, InvalidArgumentError))
+        self.assertTrue(issubclass(InvalidServiceConfigError, ValueError))
+        self.assertTrue(issubclass(InvalidResponseError, ValueError))
+
+    def test_client_does_not_import_micro(self) -> None:
+        """``import txnats`` (and connecting) leaves txnats.micro unloaded: the service
+        API is built on the client, never the reverse."""
+        code = "import sys, txnats, txnats.client; print('txnats.micro' in sys.modules)"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60, check=True)
+        self.assertEqual(out.stdout.strip(), "False")
