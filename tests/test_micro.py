@@ -82,6 +82,19 @@ class MicroTests(ServerPerClass, TestCase):
         quick = await micro.ping(nc, self.service_name(), timeout=WAIT, stall=0.2)
         self.assertEqual({p.id for p in quick}, ids)
 
+    async def test_discovery_under_another_prefix(self) -> None:
+        """A service under prefix $SRV.other is found there, not under $SRV."""
+        nc = await self.connect()
+        svc = micro.add_service(nc, name=self.service_name(), version="1.0.0",
+                                prefix="$SRV.other")
+        await nc.flush(timeout=WAIT)
+        (found,) = await micro.ping(nc, self.service_name(), timeout=WAIT, stall=STALL,
+                                    prefix="$SRV.other")
+        self.assertEqual(found.id, svc.id)
+        (info,) = await micro.info(nc, self.service_name(), svc.id, prefix="$SRV.other")
+        self.assertEqual(info.id, svc.id)
+        self.assertEqual(await micro.ping(nc, self.service_name(), timeout=WAIT), [])
+
     # ------------------------------------------------------------------ figure 2
     async def test_figure_2_queue_group_spread_and_stop_under_load(self) -> None:
         """Three instances in queue group q: 3,000 requests spread within ±20% of

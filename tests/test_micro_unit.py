@@ -258,6 +258,22 @@ class SubscriptionTests(Harness):
         }
         self.assertEqual(subs, expected)
 
+    def test_other_prefix(self) -> None:
+        """prefix= moves the monitoring subjects (ADR-32: overridable like $JS); a
+        prefix with wildcards or empty tokens is refused."""
+        svc = add_service(self.nc, name="svc", version="1.0.0", prefix="$SRV.acct")
+        subs = {f[1] for f in self.read() if f[0] == "SUB"}
+        self.assertEqual(len(subs), 9)
+        self.assertIn(f"$SRV.acct.STATS.svc.{svc.id}", subs)
+        self.assertTrue(all(s.startswith("$SRV.acct.") for s in subs))
+        self.assertEqual(control_subject("PING", "svc", prefix="X"), "X.PING.svc")
+        for bad in ("", "a.*", ">", "a..b", "a b", ".a", 5):
+            with self.assertRaises(InvalidServiceConfigError):
+                add_service(self.nc, name="s", version="1.0.0", prefix=bad)  # type: ignore[arg-type]
+            with self.assertRaises(InvalidServiceConfigError):
+                control_subject("PING", prefix=bad)  # type: ignore[arg-type]
+        self.assertEqual(self.read(), [])
+
     def test_queue_groups(self) -> None:
         """Default q; the service's, a group's and an endpoint's own queue group each
         win over the one above; None means a plain subscription."""

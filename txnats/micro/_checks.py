@@ -5,7 +5,8 @@
 - an endpoint subject or a queue group: no space and no ``>`` but at the very end
   (the client then checks the subject's tokens as it does for any subscription);
 - a group's name: the same, without ``>`` at all (it prefixes subjects);
-- metadata: a mapping of strings to strings.
+- metadata: a mapping of strings to strings;
+- a monitoring prefix (``$SRV`` unless changed): tokens without wildcards.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "check_group_name",
     "check_metadata",
     "check_name",
+    "check_prefix",
     "check_queue_group",
     "check_subject",
     "check_version",
@@ -132,3 +134,21 @@ def check_metadata(what: str, value: object) -> dict[str, str]:
             )
         out[k] = v
     return out
+
+
+_TOKEN = re.compile(r"[^\s.*>]+")
+
+
+def check_prefix(value: object) -> str:
+    """Return ``value`` if it may start the monitoring subjects (``$SRV``, or another
+    for services reached across accounts): dot-separated tokens, no wildcard.
+
+    :raises InvalidServiceConfigError: otherwise.
+    """
+    prefix = _text("prefix", value)
+    if not all(_TOKEN.fullmatch(t) for t in prefix.split(".")):
+        raise InvalidServiceConfigError(
+            f"prefix {prefix!r} is not valid: it must be tokens separated by '.', without "
+            "whitespace or wildcards"
+        )
+    return prefix

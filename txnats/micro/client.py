@@ -14,7 +14,7 @@ from txnats._args import check_timeout
 from txnats.errors import NoRespondersError
 from txnats.micro.errors import InvalidResponseError
 from txnats.micro.responses import InfoResponse, PingResponse, StatsResponse
-from txnats.micro.service import control_subject
+from txnats.micro.service import API_PREFIX, control_subject
 
 if TYPE_CHECKING:
     from txnats.client import Client
@@ -35,8 +35,9 @@ async def _gather(
     id: str | None,
     timeout: float,
     stall: float | None,
+    prefix: str,
 ) -> list[T]:
-    subject = control_subject(verb, name, id)
+    subject = control_subject(verb, name, id, prefix=prefix)
     timeout = check_timeout("timeout", timeout, allow_none=False)  # type: ignore[assignment]
     if stall is not None:
         stall = check_timeout("stall", stall)
@@ -64,18 +65,20 @@ async def ping(
     *,
     timeout: float = 1.0,
     stall: float | None = None,
+    prefix: str = API_PREFIX,
 ) -> list[PingResponse]:
     """Ping every service instance (or those called ``name``, or instance ``id`` of
     it) and return their answers.
 
     Gathers answers for ``timeout`` seconds, or until ``stall`` seconds pass without
     one (for one instance, until it answers). No service at all is an empty list; an
-    answer that is not ADR-32 JSON is logged and left out.
+    answer that is not ADR-32 JSON is logged and left out. ``prefix`` replaces
+    ``$SRV`` for services that use another.
 
-    :raises InvalidServiceConfigError: for a bad ``name`` or ``id``.
+    :raises InvalidServiceConfigError: for a bad ``name``, ``id`` or ``prefix``.
     :raises InvalidArgumentError: for a bad ``timeout`` or ``stall``.
     """
-    return await _gather(nc, "PING", PingResponse.from_dict, name, id, timeout, stall)
+    return await _gather(nc, "PING", PingResponse.from_dict, name, id, timeout, stall, prefix)
 
 
 async def info(
@@ -85,10 +88,11 @@ async def info(
     *,
     timeout: float = 1.0,
     stall: float | None = None,
+    prefix: str = API_PREFIX,
 ) -> list[InfoResponse]:
     """Ask every service instance (or those called ``name``, or instance ``id``) for
     its info (endpoints, subjects, queue groups, metadata); see :func:`ping`."""
-    return await _gather(nc, "INFO", InfoResponse.from_dict, name, id, timeout, stall)
+    return await _gather(nc, "INFO", InfoResponse.from_dict, name, id, timeout, stall, prefix)
 
 
 async def stats(
@@ -98,7 +102,8 @@ async def stats(
     *,
     timeout: float = 1.0,
     stall: float | None = None,
+    prefix: str = API_PREFIX,
 ) -> list[StatsResponse]:
     """Ask every service instance (or those called ``name``, or instance ``id``) for
     its statistics per endpoint; see :func:`ping`."""
-    return await _gather(nc, "STATS", StatsResponse.from_dict, name, id, timeout, stall)
+    return await _gather(nc, "STATS", StatsResponse.from_dict, name, id, timeout, stall, prefix)

@@ -29,6 +29,7 @@ from txnats.micro._checks import (
     check_group_name,
     check_metadata,
     check_name,
+    check_prefix,
     check_queue_group,
     check_subject,
     check_version,
@@ -93,23 +94,28 @@ Handler = Callable[[Request], object]
 StatsHandler = Callable[["Endpoint"], Any]
 
 
-def control_subject(verb: str, name: str | None = None, id: str | None = None) -> str:
+def control_subject(
+    verb: str, name: str | None = None, id: str | None = None, *, prefix: str = API_PREFIX
+) -> str:
     """The monitoring subject for ``verb`` (``PING``, ``INFO``, ``STATS``): of every
-    service, of the services called ``name``, or of the instance ``id`` of ``name``.
+    service, of the services called ``name``, or of the instance ``id`` of ``name``;
+    under ``prefix`` (ADR-32 lets tools reach services across accounts through another).
 
-    :raises InvalidServiceConfigError: for an unknown verb, a bad name, or an ``id``
-        without a ``name``.
+    :raises InvalidServiceConfigError: for an unknown verb, a bad name or prefix, or an
+        ``id`` without a ``name``.
     """
+    if prefix != API_PREFIX:
+        check_prefix(prefix)
     if verb not in VERBS:
         raise InvalidServiceConfigError(f"verb must be one of {', '.join(VERBS)}, not {verb!r}")
     if name is None:
         if id is not None:
             raise InvalidServiceConfigError("an id needs the service's name")
-        return f"{API_PREFIX}.{verb}"
+        return f"{prefix}.{verb}"
     check_name("service name", name)
     if id is None:
-        return f"{API_PREFIX}.{verb}.{name}"
-    return f"{API_PREFIX}.{verb}.{name}.{check_name('service id', id)}"
+        return f"{prefix}.{verb}.{name}"
+    return f"{prefix}.{verb}.{name}.{check_name('service id', id)}"
 
 
 def _dumps(obj: object) -> bytes:
@@ -312,6 +318,7 @@ class Service:
         metadata: dict[str, str],
         queue_group: str | None,
         stats_handler: StatsHandler | None,
+        prefix: str = API_PREFIX,
     ) -> None:
         self._nc = nc
         self.name = name
@@ -334,8 +341,9 @@ class Service:
                 ("PING", self._on_ping), ("INFO", self._on_info), ("STATS", self._on_stats)
             ):
                 for subject in (
-                    control_subject(verb), control_subject(verb, name),
-                    control_subject(verb, name, self.id),
+                    control_subject(verb, prefix=prefix),
+                    control_subject(verb, name, prefix=prefix),
+                    control_subject(verb, name, self.id, prefix=prefix),
                 ):
                     self._monitors.append(nc.subscribe(subject, handler))
         except NatsError:
@@ -543,6 +551,7 @@ def add_service(
     metadata: Mapping[str, str] | None = None,
     queue_group: str | None = DEFAULT_QUEUE_GROUP,
     stats_handler: StatsHandler | None = None,
+    prefix: str = API_PREFIX,
 ) -> Service:
     """Start a service on ``nc``: its monitoring subscriptions are sent at once (call
     ``await nc.flush()`` to be sure the server has them); add endpoints with
@@ -554,8 +563,9 @@ def add_service(
         for none (every instance gets every request).
     :param stats_handler: called with each endpoint when stats are asked for; what it
         returns (JSON-able) is the endpoint's ``data``.
+    :param prefix: the root of the monitoring subjects (``$SRV``).
     :raises InvalidServiceConfigError: (a ``ValueError``) for a bad name, version,
-        queue group or metadata.
+        queue group, metadata or prefix.
     :raises InvalidArgumentTypeError: for a client or stats handler of the wrong type.
     :raises ConnectionClosedError: if the client is closed.
     """
@@ -573,4 +583,5 @@ def add_service(
     queue = check_queue_group(queue_group)
     if stats_handler is not None and not callable(stats_handler):
         raise InvalidArgumentTypeError(f"stats_handler must be callable, not {stats_handler!r}")
-    return Service(nc, name, version, description or "", meta, queue, stats_handler)
+    check_prefix(prefix)
+    return Service(nc, name, version, description or "", meta, queue, stats_handler, prefix)
