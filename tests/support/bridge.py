@@ -122,7 +122,7 @@ class _Raw(Protocol):
 
     def __init__(self, request: bytes) -> None:
         self.request = request
-        self.data = b""
+        self.data = bytearray()  # grows in amortised constant time per read
         self.lost = False
 
     def connectionMade(self) -> None:
