@@ -392,6 +392,8 @@ class Service:
         :raises InvalidServiceConfigError: for a bad name, subject, queue group or
             metadata.
         :raises InvalidArgumentTypeError: for a handler that is not callable.
+        :raises InvalidArgumentError: for a ``concurrency`` below 1.
+        :raises BadSubjectError: for a subject the client refuses (``a..b``, say).
         :raises ServiceStoppedError: if the service is stopped.
         """
         check_name("endpoint name", name)
