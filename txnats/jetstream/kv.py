@@ -30,7 +30,7 @@ writes through that domain's API prefix (ADR-8 cross-domain).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from twisted.python.failure import Failure
 from txnats._args import check_count, check_delay
 from txnats.errors import (
     APIError,
+    InvalidArgumentError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
@@ -67,6 +68,7 @@ from txnats.jetstream._kv_entry import (
 )
 from txnats.jetstream._kv_watch import KeyLister, KeyWatcher
 from txnats.jetstream.config import StreamConfig, StreamInfo
+from txnats.jetstream.store_config import KeyValueConfig
 
 if TYPE_CHECKING:
     from txnats.jetstream.context import JetStreamContext
@@ -81,6 +83,7 @@ __all__ = [
     "Entry",
     "KeyLister",
     "KeyValue",
+    "KeyValueConfig",
     "KeyValueStatus",
     "KeyWatcher",
     "bucket_names",
@@ -205,39 +208,32 @@ class KeyValue:
     def create_bucket(
         cls,
         js: JetStreamContext,
-        bucket: str,
+        bucket: str | KeyValueConfig,
         *,
-        history: int = 1,
-        ttl: float | None = None,
-        max_value_size: int | None = None,
-        max_bytes: int | None = None,
-        storage: str = "file",
-        replicas: int = 1,
-        description: str | None = None,
-        compression: bool = False,
-        placement: dict[str, Any] | None = None,
-        republish: dict[str, Any] | None = None,
-        limit_marker_ttl: float | None = None,
-        mirror: str | Mapping[str, Any] | None = None,
-        sources: Sequence[str | Mapping[str, Any]] | None = None,
-        metadata: Mapping[str, str] | None = None,
         update: bool = False,
+        **config: Any,
     ) -> Deferred[KeyValue]:
-        """Create the bucket (see :func:`bucket_stream_config` for the arguments, in
-        seconds) and bind to it; with ``update=True`` change an existing bucket's
-        configuration instead (:class:`StreamNotFoundError` if there is none).
+        """Create the bucket and bind to it; with ``update=True`` change an existing
+        bucket's configuration instead (:class:`StreamNotFoundError` if there is none).
 
-        Creating a bucket that exists with the same configuration binds to it; one
-        that exists with another fails with :class:`StreamNameInUseError`.
+        ``bucket`` is a name, with the configuration as keyword arguments (see
+        :func:`bucket_stream_config`: ``history``, ``ttl``, ``max_value_size``,
+        ``max_bytes``, ``storage``, ``replicas``, ``description``, ``compression``,
+        ``placement``, ``republish``, ``limit_marker_ttl``, ``mirror``, ``sources``,
+        ``metadata``; durations in seconds), or a :class:`KeyValueConfig` (keyword
+        arguments override its fields). Creating a bucket that exists with the same
+        configuration binds to it; one that exists with another fails with
+        :class:`StreamNameInUseError`. A bad or unknown argument fails it with
+        :class:`InvalidArgumentError` before any request.
         """
         try:
-            cfg = bucket_stream_config(
-                bucket, history=history, ttl=ttl, max_value_size=max_value_size,
-                max_bytes=max_bytes, storage=storage, replicas=replicas,
-                description=description, compression=compression, placement=placement,
-                republish=republish, limit_marker_ttl=limit_marker_ttl, mirror=mirror,
-                sources=sources, metadata=metadata,
-            )
+            if isinstance(bucket, KeyValueConfig):
+                config = {**bucket.create_arguments(), **config}
+                bucket = bucket.bucket or ""
+            try:
+                cfg = bucket_stream_config(bucket, **config)
+            except TypeError as e:
+                raise InvalidArgumentError(f"create_key_value: {e}") from None
         except NatsError as e:
             return fail(e)
         call = js.update_stream if update else js.add_stream

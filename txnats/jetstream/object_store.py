@@ -54,6 +54,7 @@ from txnats.jetstream._obj_put import ObjectWriter, source_for
 from txnats.jetstream._obj_watch import ObjectWatcher
 from txnats.jetstream.config import ConsumerInfo, StreamConfig, StreamInfo
 from txnats.jetstream.ordered import OrderedConsumer
+from txnats.jetstream.store_config import ObjectStoreConfig
 from txnats.nuid import next_nuid
 from txnats.protocol.headers import HeaderInput
 
@@ -68,6 +69,7 @@ __all__ = [
     "ObjectLink",
     "ObjectReader",
     "ObjectStore",
+    "ObjectStoreConfig",
     "ObjectStoreStatus",
     "ObjectWatcher",
     "ObjectWriter",
@@ -128,7 +130,7 @@ class ObjectStore:
     def create(
         cls,
         js: JetStreamContext,
-        bucket: str,
+        bucket: str | ObjectStoreConfig,
         *,
         description: str | None = None,
         ttl: float | None = None,
@@ -144,9 +146,22 @@ class ObjectStore:
         ``ttl`` is in seconds (finite; objects older are removed; 0 or ``None``: kept for
         ever), ``max_bytes`` bounds the bucket (a whole number; 0 or ``None``: no limit),
         ``storage`` is ``"file"`` or ``"memory"``, ``replicas`` at least 1,
-        ``compression`` compresses it on disk (S2, server 2.10+). A bad value fails it
-        with :class:`InvalidArgumentError`, naming the argument, before any request.
+        ``compression`` compresses it on disk (S2, server 2.10+). ``bucket`` may be an
+        :class:`ObjectStoreConfig` instead (its fields as these arguments; an argument
+        given as well wins). A bad value fails it with :class:`InvalidArgumentError`,
+        naming the argument, before any request.
         """
+        if isinstance(bucket, ObjectStoreConfig):
+            args: dict[str, Any] = bucket.create_arguments()
+            given = {  # the arguments given here that differ from their defaults
+                "description": description, "ttl": ttl, "max_bytes": max_bytes,
+                "storage": None if storage == "file" else storage,
+                "replicas": None if replicas == 1 else replicas,
+                "compression": compression or None, "metadata": metadata,
+                "placement": placement,
+            }
+            args.update((k, v) for k, v in given.items() if v is not None)
+            return cls.create(js, bucket.bucket or "", **args)
         try:
             check_bucket(bucket)
             if ttl is not None:
