@@ -276,6 +276,32 @@ class ServicesTests(BridgeCase):
 class OperationsTests(TestCase):
     timeout = 60
 
+    async def test_forward_route_runs_inside_the_bridge(self) -> None:
+        """--forward: the service starts the route's Forwarder once connected; an HTTP
+        publish on the source arrives on the target system, counted per route in
+        /metrics (the route's name, never credentials); stopping the bridge stops it."""
+        from txnats.bridge.forward import parse_forward
+
+        source, target = NatsServer().start(), NatsServer().start()
+        self.addCleanup(source.stop)
+        self.addCleanup(target.stop)
+        route = parse_forward(f"fwd.>={target.url}")
+        service, url = await start_bridge(self, servers=[source.url], forwards=[route])
+        far = await bounded(txnats.connect(reactor, target.url))
+        self.addCleanup(far.close)
+        sub = far.subscribe("fwd.>")
+        await bounded(far.flush())
+        for i in range(3):
+            r = await http("POST", f"{url}/v1/publish/fwd.{i}", b"payload-%d" % i)
+            self.assertEqual(r.code, 202)
+        got = [await sub.next_msg(timeout=WAIT) for _ in range(3)]
+        self.assertEqual(sorted(m.data for m in got), [b"payload-0", b"payload-1", b"payload-2"])
+        await wait_until(lambda: service.metrics.value("nats_bridge_forwarded_total",
+                                                       route=route.name) == 3,
+                         what="three forwards counted")
+        text = (await http("GET", f"{url}/metrics")).body.decode()
+        self.assertIn(f'nats_bridge_forwarded_total{{route="{route.name}"}} 3.0', text)
+
     async def test_health_ready_metrics_follow_the_connection(self) -> None:
         """/healthz is 200 throughout; /readyz is 200 while connected, 503 while NATS
         is down and 200 again after the reconnection, which /metrics counts (with the

@@ -94,6 +94,18 @@ class OptionsTests(SynchronousTestCase):
                     ["--forward", "this is no forward spec"]):
             self.assertRaises(usage.UsageError, parse, *bad)
 
+    def test_forward_specs_are_parsed_up_front(self) -> None:
+        """--forward is repeatable; each spec is parsed by txnats.bridge.forward while
+        the options are read (a bad one is a usage error naming it)."""
+        config = parse("--forward", "a.>=nats://127.0.0.1:4999",
+                       "--forward", "js:ORDERS:orders.>=nats://127.0.0.1:4998").config
+        assert config is not None
+        self.assertEqual(len(config.forwards), 2)
+        self.assertTrue(config.forwards[1].jetstream)
+        with self.assertRaises(usage.UsageError) as e:
+            parse("--forward", "no-target-here")
+        self.assertIn("--forward 'no-target-here'", str(e.exception))
+
     def test_plugin_is_found(self) -> None:
         """getPlugins(IServiceMaker) finds nats-bridge, pointing at txnats.bridge.tap."""
         makers = {m.tapname: m for m in getPlugins(IServiceMaker)}
