@@ -140,3 +140,28 @@ class SecurityTests(ServerPerClass, TestCase):
         self.assertNotIn(TOKEN, metrics)
         self.assertNotIn(TOKEN, status)
         self.assertNotIn(TOKEN, repr(self.service.config))
+
+    async def test_https_listener_needs_no_token(self) -> None:
+        """--listen ssl:... serves HTTPS (the certificate verified against its CA), and
+        is accepted without a token on any interface (TLS protects the traffic)."""
+        import trustme
+        from twisted.internet.ssl import Certificate
+        from twisted.web.client import Agent, BrowserLikePolicyForHTTPS
+
+        from tests.support.files import temp_file
+
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1")
+        pem = temp_file(self, "server.pem")
+        cert.private_key_and_cert_chain_pem.write_to_path(pem)
+        url, sub = await self.setup_bridge(
+            listen=f"ssl:0:interface=127.0.0.1:privateKey={pem}:certKey={pem}")
+        self.assertTrue(url.startswith("https://127.0.0.1:"), url)
+        policy = BrowserLikePolicyForHTTPS(Certificate.loadPEM(ca.cert_pem.bytes()))
+        agent = Agent(reactor, contextFactory=policy)
+        r = await http("POST", f"{url}/v1/publish/good.one", b"good", agent=agent)
+        self.assertEqual(r.code, 202, r)
+        self.assertEqual((await sub.next_msg(timeout=WAIT)).data, b"good")
+        from txnats.bridge.config import BridgeConfig
+
+        BridgeConfig(listen=f"ssl:8443:privateKey={pem}").check()  # all interfaces: fine

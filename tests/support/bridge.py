@@ -99,10 +99,10 @@ class Response:
 
 async def http(
     method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-    seconds: float = WAIT,
+    seconds: float = WAIT, agent: Any = None,
 ) -> Response:
     """One HTTP request with a fresh connection; the whole response."""
-    agent = Agent(reactor)
+    agent = agent or Agent(reactor)
     raw = HttpHeaders({k: [v] for k, v in (headers or {}).items()})
     producer = _Body(body) if body is not None else None
     response = await bounded(

@@ -25,7 +25,8 @@ class BridgeMetrics:
         r = self.registry
         self.messages = Counter(
             "nats_bridge_messages", "Messages through the bridge, per route and direction "
-            "(in: from HTTP or a source to NATS; out: from NATS to HTTP or a target)",
+            "(in: from HTTP to NATS; out: from NATS to HTTP, for streams counted as the "
+            "bridge takes them, dropped ones included)",
             ["route", "direction"], registry=r)
         self.bytes = Counter(
             "nats_bridge_bytes", "Payload bytes through the bridge, per route and direction",

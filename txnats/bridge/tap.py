@@ -52,7 +52,8 @@ class Options(usage.Options):
     longdesc = (
         "An HTTP, Server-Sent Events and WebSocket bridge to NATS. Without --nats it "
         "starts an embedded nats-server with JetStream. Without --listen it serves on "
-        f"{DEFAULT_LISTEN}. Listening beyond loopback needs --auth-token or TLS."
+        f"{DEFAULT_LISTEN}. Listening beyond loopback needs --auth-token or TLS. "
+        "ROUTE in --allow/--deny is publish, request, subscribe, js or kv."
     )
 
     optParameters: list[list[Any]] = [
@@ -92,18 +93,15 @@ class Options(usage.Options):
         self.config: BridgeConfig | None = None
 
     def opt_forward(self, spec: str) -> None:
-        """Forward to another NATS system: 'SUBJECTS=nats://host:4222' (repeatable;
-        see the README for subject mapping and the JetStream mode)."""
+        """Forward to another NATS system, e.g. 'orders.>=nats://host:4222' (repeatable)"""
         self["forward"].append(spec)
 
     def opt_allow(self, rule: str) -> None:
-        """Allow only these subjects: 'ROUTE:PATTERN' or 'PATTERN' for every route;
-        ROUTE is publish, request, subscribe, js or kv (repeatable)."""
+        """Allow only these subjects: ROUTE:PATTERN, or PATTERN for every route (repeatable)"""
         self["allow"].append(rule)
 
     def opt_deny(self, rule: str) -> None:
-        """Refuse these subjects: 'ROUTE:PATTERN' or 'PATTERN' (repeatable; wins over
-        --allow)."""
+        """Refuse these subjects: ROUTE:PATTERN or PATTERN (repeatable; wins over --allow)"""
         self["deny"].append(rule)
 
     def postOptions(self) -> None:
