@@ -16,6 +16,7 @@ directory, restarted on the same port where a test says so) and a
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -32,11 +33,13 @@ from txnats.bridge._forward_js import forwarded_headers
 from txnats.bridge.forward import Forwarder, ForwardRoute, SubjectMap, parse_forward
 from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
 from txnats.jetstream import JetStreamContext
-from txnats.testing import NatsServer
+from txnats.testing import NatsServer, ServerSide
 
+from .support.clients import ClientTestMixin
 from .support.figures import figure
 from .support.files import free_port
 from .support.waits import bounded, reactor, sleep, wait_until
+from .support.wire import info_line, msg_frame
 
 # ============================================================================ unit
 
@@ -149,6 +152,47 @@ class ParseTests(SynchronousTestCase):
         with self.assertRaises(InvalidArgumentError):
             Forwarder(clock, route, source, target_options={"reconnect_wait": -1})
         self.assertIsInstance(Forwarder(clock, route, source).route, ForwardRoute)
+
+
+class CoreBackPressureTests(ClientTestMixin, SynchronousTestCase):
+    """Core mode against fake servers on a ``MemoryReactorClock``."""
+
+    def target_server(self) -> ServerSide:
+        """Answer the forwarder's dial to the target and complete its handshake."""
+        self.clock.advance(0)
+        server = ServerSide(self.clock)
+        server.send(info_line(headers=True))
+        server.send(b"PONG\r\n")
+        self.clock.advance(0)
+        server.reset()
+        return server
+
+    def test_full_target_buffer_applies_back_pressure(self) -> None:
+        """The target's socket takes nothing and its outbound buffer fills: the source
+        subscription waits (no drop); once the socket has room, every message goes on,
+        in order."""
+        source, src = self.connected(info={"headers": True})
+        fwd = Forwarder(self.clock, parse_forward("a.>=nats://127.0.0.1:4333"), source,
+                        target_options={"max_outbound_bytes": 2048})
+        d = fwd.start()
+        target = self.target_server()
+        self.successResultOf(d)
+        sub = re.search(rb"SUB a\.> txnats-forward-\w+ (\d+)", src.transport.value())
+        assert sub is not None
+        target.transport.producer.pauseProducing()  # the socket is full
+        payloads = [b"%03d" % i + b"x" * 97 for i in range(100)]
+        src.send(b"".join(msg_frame("a.x", int(sub.group(1)), p) for p in payloads))
+        self.pump(src)
+        self.assertLess(fwd.stats.forwarded, 30)  # 2 KiB of ~120-byte frames, then a wait
+        self.assertEqual(fwd.stats.dropped, 0)
+        for _ in range(100):
+            target.transport.producer.resumeProducing()
+            self.pump(src)
+            if fwd.stats.forwarded == 100:
+                break
+        self.assertEqual((fwd.stats.forwarded, fwd.stats.dropped), (100, 0))
+        sent = re.findall(rb"PUB a\.x 100\r\n(.{100})\r\n", target.transport.value(), re.S)
+        self.assertEqual(sent, payloads)
 
 
 # ============================================================================ integration
