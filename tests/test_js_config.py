@@ -244,6 +244,19 @@ class UserInputTests(SynchronousTestCase):
         raw = StreamConfig.build(None, {"name": "S", "extra": {"new_thing": 1}})
         self.assertEqual(raw.to_json(), {"name": "S", "new_thing": 1})
 
+    def test_build_from_server_record_keeps_what_it_does_not_know(self) -> None:
+        """A record read from the server, changed with keyword fields, keeps values this
+        version does not know (an enum's new value) and its extra as they came; only the
+        fields given are checked."""
+        info = StreamInfo.from_json({"config": {"name": "S", "storage": "quantum",
+                                                "max_age": 10**9, "new": 1}})
+        cfg = StreamConfig.build(info.config, {"max_msgs": 5, "max_age": timedelta(seconds=2)})
+        self.assertEqual(cfg.to_json(), {"name": "S", "storage": "quantum",
+                                         "max_age": 2 * 10**9, "max_msgs": 5, "new": 1})
+        self.assertEqual(info.config.max_msgs, None)  # the record given is not changed
+        self.assertRaises(InvalidArgumentError, StreamConfig.build, info.config, {"max_age": -1})
+        self.assertRaises(InvalidArgumentError, StreamConfig.build, info.config, {"nope": 1})
+
     def test_known_field_wins_over_extra(self) -> None:
         """A known field set on the record is what is sent, even if extra repeats it."""
         cfg = StreamConfig("S", max_msgs=5, extra={"max_msgs": 9, "x": 1})

@@ -26,6 +26,7 @@ dicts) and refuse what is wrong with :class:`~txnats.errors.InvalidArgumentError
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import types
@@ -333,22 +334,21 @@ class JsonObject:
         ``fields`` overriding it: what the API's ``(config=None, **fields)`` calls take.
         Units as for :meth:`coerce`; the record given is not changed."""
         names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(k) for k in fields if k not in names)
         if config is None:
             merged = dict(fields)
         elif isinstance(config, cls):
-            if not fields:
-                return config
-            merged = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
-            merged["extra"] = dict(config.extra)
-            merged.update(fields)
+            if not unknown:
+                return config._with(fields) if fields else config
+            merged = {}
         elif isinstance(config, Mapping):
             merged = {**config, **fields}
+            unknown = sorted(str(k) for k in merged if k not in names)
         else:
             raise InvalidArgumentTypeError(
                 f"{what or 'config'} must be a {cls.__name__} or a dict, "
                 f"not {type(config).__name__}"
             )
-        unknown = sorted(str(k) for k in merged if k not in names)
         if unknown:
             raise InvalidArgumentError(
                 f"{cls.__name__} has no field {', '.join(map(repr, unknown))} "
@@ -359,6 +359,21 @@ class JsonObject:
         except TypeError as e:  # a required field missing
             raise InvalidArgumentTypeError(f"{cls.__name__}: {e}") from None
 
+    def _with(self: T, fields: Mapping[str, Any]) -> T:
+        """A copy with ``fields`` (known names) set and checked; the other fields are
+        kept as they are, unchecked: a record read from the server may hold values this
+        version does not know (an enum's new value), and they go back as they came."""
+        obj = copy.deepcopy(self)
+        kind = type(self).__name__
+        plans = {p.name: p for p in self._field_plans()}
+        for name, v in fields.items():
+            if name == "extra":
+                if not isinstance(v, dict):
+                    raise InvalidArgumentTypeError(f"{kind}.extra must be a dict, not {v!r}")
+                obj.extra = dict(v)
+            else:
+                setattr(obj, name, None if v is None else plans[name].user(f"{kind}.{name}", v))
+        return obj
 
 def seconds(name: str, value: object) -> float:
     """``value`` (a number of seconds or a ``timedelta``) as seconds, finite and not
