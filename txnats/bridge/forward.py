@@ -146,13 +146,14 @@ class Forwarder:
                 d = fail(e)
             else:
                 d = succeed(None)
-        log.info("Forwarding {route}", route=self.name)
+        def started(_: object) -> None:
+            log.info("Forwarding {route}", route=self.name)
 
         def failed(f: Failure) -> Failure:
             self.target.close()
             return f
 
-        return d.addErrback(failed)
+        return d.addCallbacks(started, failed)
 
     def stop(self) -> Deferred[None]:
         """Stop forwarding and close the target connection after draining it.
@@ -197,7 +198,9 @@ class Forwarder:
                 self._drop(msg, e)
                 return None
             # Back-pressure: this subscription waits until the socket took the queue.
-            return self.target.wait_for_room().addCallback(lambda _: self._again(subject, msg))
+            return self.target.wait_for_room().addCallbacks(
+                lambda _: self._again(subject, msg), lambda f: self._drop(msg, f.value)
+            )
         except NatsError as e:
             self._drop(msg, e)
             return None
@@ -212,7 +215,7 @@ class Forwarder:
         else:
             self._forwarded(subject, len(msg.data))
 
-    def _drop(self, msg: Msg, error: NatsError) -> None:
+    def _drop(self, msg: Msg, error: BaseException) -> None:
         self.stats.dropped += 1
         if not self._dropping:
             log.warn(
