@@ -112,6 +112,28 @@ class SecurityTests(ServerPerClass, TestCase):
         await bounded(self.nc.flush())
         await self.assert_nothing_published(url, sub)
 
+    async def test_declared_oversize_with_expect_is_refused_before_the_body(self) -> None:
+        """Content-Length over the limit with Expect: 100-continue (curl's way for big
+        bodies): 413 and the connection closed at once, the body never asked for."""
+        url, sub = await self.setup_bridge(max_body=LIMIT)
+        from twisted.internet.endpoints import TCP4ClientEndpoint
+        from twisted.internet.protocol import Factory
+
+        from tests.support.bridge import _Raw
+        from tests.support.waits import wait_until
+
+        proto = _Raw(b"POST /v1/publish/orders.big HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n")
+        host, port = url.split("//")[1].split(":")
+        await bounded(TCP4ClientEndpoint(reactor, host, int(port)).connect(
+            Factory.forProtocol(lambda: proto)))
+        await wait_until(lambda: proto.lost, what="the 413 answer and the close")
+        self.assertTrue(proto.data.startswith(b"HTTP/1.1 413 "), proto.data[:200])
+        self.assertNotIn(b"100 Continue", proto.data)
+        self.assertIn(b'"code": "body_too_large"', proto.data)
+        await bounded(self.nc.flush())
+        await self.assert_nothing_published(url, sub)
+
     async def test_token_in_browser_query_works_and_never_leaks(self) -> None:
         """?access_token= opens an SSE stream (browsers cannot send headers there); the
         token appears in no log event and not in /metrics, whatever was asked."""

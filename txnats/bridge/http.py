@@ -40,7 +40,9 @@ class BridgeRequest(server.Request):
     """A request whose body is held only up to the site's limit.
 
     ``Content-Length`` over the limit, or more bytes than it as they stream in: the rest
-    is discarded and the request answered with 413 before any route runs.
+    is discarded and the request answered with 413 before any route runs. A client
+    that sent ``Expect: 100-continue`` with a ``Content-Length`` over the limit (as
+    curl does for large bodies) is answered 413 at once and never sends the body.
     """
 
     too_large = False
@@ -59,8 +61,27 @@ class BridgeRequest(server.Request):
     def gotLength(self, length: int | None) -> None:
         if length is not None and length > self._limit():
             self.too_large = True
+            expect = self.requestHeaders.getRawHeaders(b"expect") or []
+            if any(v.lower() == b"100-continue" for v in expect):
+                self._refuse_before_body()
             length = 0
         super().gotLength(length)  # type: ignore[no-untyped-call]
+
+    def _refuse_before_body(self) -> None:
+        """Answer 413 before the body is sent: the client waits for ``100 Continue``,
+        which it will not get (so closing leaves no unread data to reset the socket)."""
+        self.requestHeaders.removeHeader(b"expect")
+        site = self._site()
+        body = json.dumps({"error": f"request body over the limit of {self._limit()} bytes",
+                           "code": "body_too_large"}).encode() + b"\n"
+        channel: Any = self.channel
+        channel.transport.write(
+            b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        channel.transport.loseConnection()
+        site.ctx.metrics.responses.labels("413").inc()
+        log.info("413 rejected before the body (Content-Length over {limit})",
+                 limit=self._limit())
 
     def handleContentChunk(self, data: bytes) -> None:
         self.body_seen += len(data)
