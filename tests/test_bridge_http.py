@@ -115,6 +115,18 @@ class StreamTests(BridgeCase):
         await sleep(0.1)
         self.assertEqual(len(sse.of("message")), 2)
 
+    async def test_sse_keepalive_on_an_idle_stream(self) -> None:
+        """An idle SSE stream gets a keep-alive comment every KEEPALIVE seconds."""
+        from txnats.bridge import _sse
+
+        self.patch(_sse, "KEEPALIVE", 0.05)
+        url = await self.bridge()
+        sse = await SseClient.open(url, "/v1/subscribe/bridge.idle")
+        self.addCleanup(sse.close)
+        await sse.wait_for("subscribed")
+        await wait_until(lambda: sse.proto.data.count(b": keep-alive\n\n") >= 2,
+                         what="two keep-alive comments")
+
     async def test_websocket_receives_published_messages(self) -> None:
         """The same route upgraded to a WebSocket: a {"subscribed"} frame, then one JSON
         frame per message; a queue group (?queue=) splits messages with another member."""

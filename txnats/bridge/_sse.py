@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
@@ -19,9 +20,13 @@ from txnats.bridge.context import BridgeContext
 from txnats.protocol.events import Msg
 from txnats.subscription import Subscription
 
-__all__ = ["SseStream"]
+__all__ = ["KEEPALIVE", "SseStream"]
 
 log = Logger()
+
+#: Seconds between keep-alive comments on an idle stream (proxies close quiet
+#: connections; a write to a vanished client ends the stream).
+KEEPALIVE = 15.0
 
 
 def _event(name: str, data: bytes) -> bytes:
@@ -71,8 +76,15 @@ class SseStream:
         request.write(b": nats-bridge\n\n")
         ctx.streams.add(self)
         metrics.streams.labels("sse").inc()
+        self._beat = LoopingCall(self._keepalive)
+        self._beat.clock = ctx.reactor
+        self._beat.start(KEEPALIVE, now=False)
         request.notifyFinish().addBoth(self._gone)
         nc.flush().addCallbacks(lambda _: self._subscribed(subject), self._flush_failed)
+
+    def _keepalive(self) -> None:
+        if not self.pump.paused and not self._finished:
+            self._request.write(b": keep-alive\n\n")
 
     def _subscribed(self, subject: str) -> None:
         if not self._finished:
@@ -87,6 +99,8 @@ class SseStream:
         if self._finished:
             return
         self._finished = True
+        if self._beat.running:
+            self._beat.stop()
         self.pump.stopProducing()
         self._ctx.streams.discard(self)
         self._ctx.metrics.streams.labels("sse").dec()
