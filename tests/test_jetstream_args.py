@@ -350,7 +350,12 @@ class FakeWireTests(JsHarness, TableMixin, SynchronousTestCase):
             with self.assertRaises(InvalidArgumentError):
                 self.js.publish_async_max_pending = bad  # type: ignore[assignment]
         self.assertEqual((self.js.timeout, self.js.publish_async_max_pending), (2.5, 10))
-        self.assertEqual(self.js._low_water, 5)
+        self.assertEqual(self.js._window._low_water, 5)
+        self.js.publish_async_stall_wait = 1.5
+        for bad in (NAN, -1, INF, "1"):
+            with self.assertRaises(InvalidArgumentError):
+                self.js.publish_async_stall_wait = bad  # type: ignore[assignment]
+        self.assertEqual(self.js.publish_async_stall_wait, 1.5)
         d = self.js.api_request("INFO")
         self.one_request("$JS.API.INFO")
         self.clock.advance(2.5)

@@ -578,7 +578,7 @@ class PublishAsyncTests(JsHarness, SynchronousTestCase):
         room = self.js.publish_async_room()
         room.cancel()
         self.failureResultOf(room, CancelledError)
-        self.assertEqual(self.js._room_waiters, [])
+        self.assertEqual(self.js._window.waiting, 0)
 
     def test_complete_after_callers_callbacks(self) -> None:
         """publish_async_complete fires once every ack is in and after the callbacks the

@@ -339,7 +339,7 @@ class JsonObject:
             merged = dict(fields)
         elif isinstance(config, cls):
             if not unknown:
-                return config._with(fields) if fields else config
+                return config.with_fields(fields) if fields else config
             merged = {}
         elif isinstance(config, Mapping):
             merged = {**config, **fields}
@@ -359,7 +359,7 @@ class JsonObject:
         except TypeError as e:  # a required field missing
             raise InvalidArgumentTypeError(f"{cls.__name__}: {e}") from None
 
-    def _with(self: T, fields: Mapping[str, Any]) -> T:
+    def with_fields(self: T, fields: Mapping[str, Any]) -> T:
         """A copy with ``fields`` (known names) set and checked; the other fields are
         kept as they are, unchecked: a record read from the server may hold values this
         version does not know (an enum's new value), and they go back as they came."""

@@ -14,13 +14,11 @@ they import nothing of it at run time.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_delay, check_timeout
@@ -31,9 +29,7 @@ from txnats.errors import (
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
-    TooManyStalledMsgsError,
 )
-from txnats.jetstream._acks import AckInbox
 from txnats.jetstream._api import (
     RawStreamMsg,
     api_error,
@@ -56,6 +52,7 @@ from txnats.jetstream._manage import (
     stream_info_request,
     stream_listing,
 )
+from txnats.jetstream._window import PublishWindow
 from txnats.jetstream.config import (
     AccountInfo,
     ConsumerConfig,
@@ -90,20 +87,6 @@ __all__ = ["JetStreamContext", "PubAck", "RawStreamMsg", "bucket_not_found", "ch
 _NOT_ENABLED = frozenset((10039, 10076))
 
 
-class _Stalled:
-    """A publish_async call waiting for room in the window."""
-
-    __slots__ = ("d", "data", "hdrs", "sent", "subject", "timer")
-
-    def __init__(self, subject: str, data: bytes, hdrs: HeaderInput | None) -> None:
-        self.subject = subject
-        self.data = data
-        self.hdrs = hdrs
-        self.d: Deferred[PubAck] = Deferred()
-        self.timer: IDelayedCall | None = None
-        self.sent: Deferred[PubAck] | None = None
-
-
 class JetStreamContext:
     """JetStream for one client: ``nc.jetstream()`` or ``JetStreamContext(nc)``.
 
@@ -130,23 +113,12 @@ class JetStreamContext:
             raise InvalidArgumentError("give a JetStream prefix or a domain, not both")
         check_timeout("timeout", timeout, allow_none=False)
         self._timeout = float(timeout)
-        self._max_pending = check_count(
-            "publish_async_max_pending", publish_async_max_pending
-        )
-        self._stall_wait = check_delay("publish_async_stall_wait", publish_async_stall_wait)
+        self._window = PublishWindow(self, publish_async_max_pending, publish_async_stall_wait)
         if domain:
             prefix = f"$JS.{domain}.API"
-        self.client = client
-        self.prefix = (prefix or "$JS.API").rstrip(".")
-        self.domain = domain or ""
-        self._low_water = publish_async_max_pending // 2
-        self._async_pending = 0
-        self._room_waiters: list[Deferred[None]] = []
-        self._complete_waiters: list[Deferred[None]] = []
-        self._notify_due = False
-        self._acks: AckInbox | None = None
-        #: publish_async calls waiting for room, in call order.
-        self._stalled: deque[_Stalled] = deque()
+        self.client: Client = client
+        self.prefix: str = (prefix or "$JS.API").rstrip(".")
+        self.domain: str = domain or ""
 
     # ------------------------------------------------------------------ options
     @property
@@ -162,21 +134,20 @@ class JetStreamContext:
     @property
     def publish_async_max_pending(self) -> int:
         """The most ``publish_async`` publishes awaiting their acknowledgement."""
-        return self._max_pending
+        return self._window.max_pending
 
     @publish_async_max_pending.setter
     def publish_async_max_pending(self, value: int) -> None:
-        self._max_pending = check_count("publish_async_max_pending", value)
-        self._low_water = value // 2
+        self._window.max_pending = value
 
     @property
     def publish_async_stall_wait(self) -> float:
         """Seconds a ``publish_async`` call waits for room in a full window."""
-        return self._stall_wait
+        return self._window.stall_wait
 
     @publish_async_stall_wait.setter
     def publish_async_stall_wait(self, value: float) -> None:
-        self._stall_wait = check_delay("publish_async_stall_wait", value)
+        self._window.stall_wait = value
 
     # ------------------------------------------------------------------ the API
     def api_request(
@@ -564,7 +535,7 @@ class JetStreamContext:
     @property
     def publish_async_pending(self) -> int:
         """Publishes sent by ``publish_async`` whose acknowledgement has not come yet."""
-        return self._async_pending
+        return self._window.pending
 
     def publish_async(
         self, subject: str, data: bytes = b"", *, headers: HeaderInput | None = None,
@@ -589,113 +560,23 @@ class JetStreamContext:
         fails the publishes still waiting with :class:`ConnectionClosedError`.
         """
         check_publish_args(expected_last_seq, expected_last_subject_seq, ttl)
-        wait = self._stall_wait if stall_wait is None else check_delay("stall_wait", stall_wait)
+        if stall_wait is not None:
+            check_delay("stall_wait", stall_wait)
         hdrs = headers_for(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, ttl,
         )
-        if self._async_pending >= self._max_pending or self._stalled:
-            return self._stall(subject, data, hdrs, wait)
-        return self._send_async(subject, data, hdrs)
-
-    def _send_async(self, subject: str, data: bytes, hdrs: HeaderInput | None) -> Deferred[PubAck]:
-        acks = self._acks
-        if acks is None:
-            acks = self._acks = AckInbox(self, self._async_done)
-        self._async_pending += 1  # the inbox calls _async_done when it ends
-        try:
-            return acks.publish(subject, data, hdrs)
-        except BaseException:
-            self._async_pending -= 1  # refused by the client: nothing was sent
-            raise
-
-    def _stall(
-        self, subject: str, data: bytes, hdrs: HeaderInput | None, wait: float
-    ) -> Deferred[PubAck]:
-        """Queue a publish_async call until there is room, for at most ``wait`` seconds."""
-        if wait <= 0:
-            return fail(TooManyStalledMsgsError(
-                f"{self._async_pending} publishes await their acknowledgement"
-            ))
-        entry = _Stalled(subject, data, hdrs)
-
-        def cancel(_: Deferred[PubAck]) -> None:
-            if entry.sent is not None:  # sent already: cancel its wait for the ack
-                entry.sent.cancel()
-                return
-            self._stalled.remove(entry)
-            if entry.timer is not None and entry.timer.active():
-                entry.timer.cancel()
-
-        def expire() -> None:
-            self._stalled.remove(entry)
-            entry.d.errback(TooManyStalledMsgsError(
-                f"no room for {wait}s: {self._async_pending} publishes await their "
-                "acknowledgement"
-            ))
-
-        entry.d = Deferred(cancel)
-        entry.timer = self.client.clock.callLater(wait, expire)
-        self._stalled.append(entry)
-        return entry.d
-
-    def _release_stalled(self) -> None:
-        """Send the waiting publish_async calls, oldest first, while there is room."""
-        while self._stalled and self._async_pending < self._max_pending:
-            entry = self._stalled.popleft()
-            if entry.timer is not None and entry.timer.active():
-                entry.timer.cancel()
-            try:
-                sent = self._send_async(entry.subject, entry.data, entry.hdrs)
-            except Exception as e:  # the client refused it (closed, buffer full, ...)
-                entry.d.errback(e)
-                continue
-            entry.sent = sent
-            sent.chainDeferred(entry.d)
-
-    def _async_done(self) -> None:
-        """One publish_async ended (acknowledged, refused, timed out or cancelled)."""
-        self._async_pending -= 1
-        if (
-            (self._complete_waiters and not self._async_pending)
-            or (self._room_waiters and self._async_pending <= self._low_water)
-            or self._stalled
-        ) and not self._notify_due:
-            # Waiters run once this acknowledgement's own callbacks (the caller's,
-            # added to the Deferred we returned) have run, not in the middle of them.
-            self._notify_due = True
-            self.client.schedule(self._notify_waiters)
-
-    def _notify_waiters(self) -> None:
-        self._notify_due = False
-        if self._stalled:
-            self._release_stalled()
-        if self._room_waiters and self._async_pending <= self._low_water:
-            waiters, self._room_waiters = self._room_waiters, []
-            for w in waiters:
-                w.callback(None)
-        if self._complete_waiters and not self._async_pending:
-            waiters, self._complete_waiters = self._complete_waiters, []
-            for w in waiters:
-                w.callback(None)
+        return self._window.publish(subject, data, hdrs, stall_wait)
 
     def publish_async_room(self) -> Deferred[None]:
-        """Fires at once if ``publish_async`` may be called now; else once no more than
+        """Fires at once if ``publish_async`` would send now; else once no more than
         half the window awaits acknowledgement (so that a loop waiting for room wakes
         once per half window, not once per acknowledgement)."""
-        if self._async_pending < self._max_pending and not self._stalled:
-            return succeed(None)
-        d: Deferred[None] = Deferred(self._room_waiters.remove)
-        self._room_waiters.append(d)
-        return d
+        return self._window.room()
 
     def publish_async_complete(self) -> Deferred[None]:
         """Fires once every ``publish_async`` so far has its acknowledgement (or failed)."""
-        if not self._async_pending:
-            return succeed(None)
-        d: Deferred[None] = Deferred(self._complete_waiters.remove)
-        self._complete_waiters.append(d)
-        return d
+        return self._window.complete()
 
     # ------------------------------------------------------------------ stores
     def key_value(self, bucket: str) -> Deferred[KeyValue]:
