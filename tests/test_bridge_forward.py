@@ -153,6 +153,21 @@ class ParseTests(SynchronousTestCase):
             Forwarder(clock, route, source, target_options={"reconnect_wait": -1})
         self.assertIsInstance(Forwarder(clock, route, source).route, ForwardRoute)
 
+    def test_target_connection_options(self) -> None:
+        """The target connection reconnects forever; ``creds`` and target options reach
+        it (the caller's options win)."""
+        from twisted.internet.testing import MemoryReactorClock
+
+        clock = MemoryReactorClock()
+        source = txnats.Client(clock, "nats://127.0.0.1:4222")
+        route = parse_forward("a=nats://127.0.0.1:1?creds=/etc/x.creds")
+        fwd = Forwarder(clock, route, source, target_options={"reconnect_wait": 0.5})
+        opts = fwd.target.options
+        self.assertEqual((opts.max_reconnect_attempts, opts.retry_on_failed_connect),
+                         (-1, True))
+        self.assertEqual((opts.user_credentials, opts.reconnect_wait), ("/etc/x.creds", 0.5))
+        self.assertIn(route.name, opts.name or "")
+
 
 class CoreBackPressureTests(ClientTestMixin, SynchronousTestCase):
     """Core mode against fake servers on a ``MemoryReactorClock``."""
