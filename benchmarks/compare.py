@@ -106,6 +106,11 @@ def suite(quick: bool) -> list[Row]:
     js = 2_000 if quick else 100_000
     args = ("js-pub", "--msgs", str(js), "--size", "128")
     rows.append(Row("js-pub", f"JetStream publish_async {js:,} x 128 B", args, args))
+    # Draining a pull consumer: txnats consume() against nats-py's fetch(1000) loop.
+    n = 2_000 if quick else 50_000
+    args = ("consume", "--msgs", str(n), "--size", "128")
+    rows.append(Row("js-consume", f"JetStream consume {n:,} x 128 B (nats-py: fetch loop)",
+                    args, args))
     ops = 300 if quick else 10_000
     args = ("kv", "--msgs", str(ops), "--size", "128")
     rows.append(Row("kv-put", f"KV put {ops:,} x 128 B, sequential", args, args, "ops/s",

@@ -43,7 +43,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-WORKLOADS = ("pub", "pub-plain", "pubsub", "req", "fanout", "js-pub", "kv", "obj", "micro")
+WORKLOADS = (
+    "pub", "pub-plain", "pubsub", "req", "fanout", "js-pub", "consume", "kv", "obj", "micro",
+)
 MODES = ("cb", "iter", "next")
 STALL = 10.0
 
@@ -444,6 +446,47 @@ async def bench_js_pub(args: argparse.Namespace) -> dict[str, Any]:
     return _rates(result, args.msgs, args.msgs * args.size, elapsed)
 
 
+async def bench_consume(args: argparse.Namespace, batch: int = 1000) -> dict[str, Any]:
+    """Fill a memory stream (not timed), then drain a pull consumer (ack policy none)
+    the fastest way nats-py offers: a loop of fetch(batch). The clock runs from the
+    first fetch to the last message handled."""
+    from nats.js.api import AckPolicy, ConsumerConfig, StorageType
+    from nats.js.errors import NotFoundError
+
+    nc = await _connect(args, "natspy-bench-consume")
+    try:
+        js = nc.jetstream(publish_async_max_pending=4000)
+        try:
+            await js.delete_stream(BENCH_STREAM)
+        except NotFoundError:
+            pass
+        await js.add_stream(name=BENCH_STREAM, subjects=[args.subject], storage=StorageType.MEMORY)
+        payload = b"x" * args.size
+        for _ in range(args.msgs):
+            await js.publish_async(args.subject, payload)
+        await js.publish_async_completed()
+        await js.add_consumer(
+            BENCH_STREAM, ConsumerConfig(durable_name="bench", ack_policy=AckPolicy.NONE)
+        )
+        psub = await js.pull_subscribe_bind("bench", BENCH_STREAM)
+        got = [0]
+
+        async def work() -> None:
+            while got[0] < args.msgs:
+                for _msg in await psub.fetch(min(batch, args.msgs - got[0]), timeout=5):
+                    got[0] += 1
+
+        start = time.perf_counter()
+        await _watch(work(), lambda: got[0], "consuming from JetStream")
+        elapsed = time.perf_counter() - start
+        await js.delete_stream(BENCH_STREAM)
+    finally:
+        await nc.close()
+    result = _base(args, "consume", msgs=args.msgs, size=args.size, pubs=1, subs=1,
+                   batch=batch, received=got[0])
+    return _rates(result, args.msgs, args.msgs * args.size, elapsed)
+
+
 async def bench_kv(args: argparse.Namespace) -> dict[str, Any]:
     from nats.js.api import StorageType
     from nats.js.errors import NotFoundError
@@ -514,6 +557,8 @@ async def bench_obj(args: argparse.Namespace) -> dict[str, Any]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.workload == "js-pub":
         return await bench_js_pub(args)
+    if args.workload == "consume":
+        return await bench_consume(args)
     if args.workload == "kv":
         return await bench_kv(args)
     if args.workload == "obj":

@@ -370,6 +370,7 @@ TERMINAL_RUNS: dict[str, tuple[tuple[str, ...], str]] = {
     "req": (("--duration", "0.5"), "Req stats:"),
     "fanout": (("--msgs", "1000", "--subs", "2"), "Sub stats:"),
     "js-pub": (("--msgs", "500", "--size", "16"), "JetStream publish_async stats:"),
+    "consume": (("--msgs", "500", "--size", "16"), "Sub stats:"),
     "kv": (("--msgs", "50", "--size", "16"), "KV stats:"),
     "obj": (("--msgs", "1", "--size", "100000"), "Object store stats:"),
     "micro": (("--duration", "0.5"), "Micro stats"),
@@ -478,6 +479,10 @@ class BenchOnTerminalTests(ServerPerClass, TestCase):
     async def test_js_pub(self) -> None:
         """``bench js-pub`` on a terminal draws its bar and prints its result."""
         await self.run_on_terminal("js-pub")
+
+    async def test_consume(self) -> None:
+        """``bench consume`` (JetStream consume()) on a terminal prints its result."""
+        await self.run_on_terminal("consume")
 
     async def test_kv(self) -> None:
         """``bench kv`` on a terminal draws its bar and prints its result."""

@@ -69,6 +69,7 @@ WORKLOADS: Mapping[str, str] = {
     "req": "request/reply on two connections; req/s and latency percentiles",
     "fanout": "1 publisher, --subs subscriber connections (default 5); deliveries/s",
     "js-pub": "JetStream publish_async to a memory stream, 4000 unacked at most; acked/s",
+    "consume": "JetStream consume() draining a pull consumer of a memory stream; msgs/s",
     "kv": "key-value: --msgs sequential puts, then as many gets (default 10000); ops/s",
     "obj": "object store: put one --size object (default 64 MiB), get it --msgs times (3)",
     "micro": "a service endpoint (txnats.micro) answering echo requests; req/s and latency",
@@ -110,7 +111,7 @@ async def run_workload(
         )
     n = _DEFAULT_MSGS.get(workload, 100_000) if msgs is None else msgs
     size = _DEFAULT_SIZE.get(workload, 128) if size is None else size
-    if workload in ("js-pub", "kv", "obj"):
+    if workload in ("js-pub", "consume", "kv", "obj"):
         return await _run_jetstream(reactor, servers, workload, n, size, subject, options, progress)
     if workload == "micro":
         # Imported when asked for, as the JetStream workloads are.
@@ -156,13 +157,20 @@ async def _run_jetstream(
     options: Mapping[str, Any] | None,
     progress: ProgressSink | None,
 ) -> Result:
-    """Run ``js-pub``, ``kv`` or ``obj``.
+    """Run ``js-pub``, ``consume``, ``kv`` or ``obj``.
 
     Their module is imported here, when one is asked for: it imports
     :mod:`txnats.jetstream`, which every other command would load for nothing.
     """
     from txnats.cli.bench.jetstream import bench_js_pub, bench_kv, bench_obj
 
+    if workload == "consume":
+        from txnats.cli.bench.jetstream import bench_consume
+
+        return await bench_consume(
+            reactor, servers, msgs=msgs, size=size, subject=subject, options=options,
+            progress=progress,
+        )
     if workload == "js-pub":
         return await bench_js_pub(
             reactor, servers, msgs=msgs, size=size, subject=subject, options=options,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorCore
 
 from txnats.cli.bench._common import (
@@ -24,9 +25,16 @@ from txnats.cli.bench._common import (
     rates,
 )
 from txnats.errors import InvalidArgumentError, StreamNotFoundError
-from txnats.jetstream import JetStreamContext
+from txnats.jetstream import JetStreamContext, JsMsg
 
-__all__ = ["BENCH_BUCKET", "BENCH_STREAM", "bench_js_pub", "bench_kv", "bench_obj"]
+__all__ = [
+    "BENCH_BUCKET",
+    "BENCH_STREAM",
+    "bench_consume",
+    "bench_js_pub",
+    "bench_kv",
+    "bench_obj",
+]
 
 #: The stream ``js-pub`` creates (and deletes); its bucket for ``kv`` and ``obj``.
 BENCH_STREAM = "TXNATS_BENCH"
@@ -85,6 +93,61 @@ async def bench_js_pub(
     finally:
         await nc.close()
     result = base("js-pub", reactor, msgs=msgs, size=size, pubs=1, subs=0, window=window)
+    return rates(result, msgs, msgs * size, elapsed)
+
+
+async def bench_consume(
+    reactor: IReactorCore,
+    servers: str | Sequence[str],
+    *,
+    msgs: int = 100_000,
+    size: int = 128,
+    batch: int = 1000,
+    subject: str = DEFAULT_SUBJECT,
+    options: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+) -> Result:
+    """Fill a memory stream with ``msgs`` messages (not timed), then drain it through a
+    pull consumer (ack policy none) with ``consume()``, ``batch`` messages buffered;
+    the clock runs from ``consume()`` to the last message handled."""
+    check_counts(msgs, size)
+    (nc,) = await connect_many(reactor, servers, 1, "txnats-bench-consume", options or {})
+    try:
+        js = nc.jetstream(publish_async_max_pending=4000)
+        await _fresh_stream(js, subject)
+        payload = b"x" * size
+        for lo in range(0, msgs, 4000):
+            for _ in range(min(4000, msgs - lo)):
+                js.publish_async(subject, payload)
+            await js.publish_async_complete()
+        await js.add_consumer(BENCH_STREAM, durable_name="bench", ack_policy="none")
+        got = [0]
+        done: Deferred[None] = Deferred()
+
+        def handler(msg: JsMsg) -> None:
+            got[0] += 1
+            if got[0] == msgs:
+                done.callback(None)
+
+        if progress is not None:
+            progress.begin("Consuming", msgs, lambda: got[0])
+        start = time.perf_counter()
+        try:
+            ctx = js.pull_consumer(BENCH_STREAM, "bench").consume(handler, max_messages=batch)
+            if msgs:
+                await done
+            elapsed = time.perf_counter() - start
+            ctx.stop()
+        finally:
+            if progress is not None:
+                progress.end()
+        await js.delete_stream(BENCH_STREAM)
+    finally:
+        await nc.close()
+    result = base(
+        "consume", reactor, msgs=msgs, size=size, pubs=1, subs=1, batch=batch,
+        received=got[0], mode="consume",
+    )
     return rates(result, msgs, msgs * size, elapsed)
 
 
