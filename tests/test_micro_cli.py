@@ -143,17 +143,17 @@ class MicroBenchTests(ServerPerClass, TestCase):
     timeout = 120
 
     async def test_workload(self) -> None:
-        """bench micro answers every request through a service endpoint and reports
-        req/s and latencies, sequential and with requests in flight."""
+        """bench micro answers every request through a service endpoint (which counts
+        them all) and reports req/s and latencies (compare.py below runs it
+        sequentially and with 100 in flight)."""
         assert self.server is not None
-        for inflight in (1, 20):
-            result: dict[str, Any] = await run_workload(
-                reactor, self.server.url, "micro", msgs=300, inflight=inflight,
-                subject=f"bench.micro.{inflight}",
-            )
-            self.assertEqual((result["workload"], result["requests"]), ("micro", 300))
-            self.assertGreater(result["msgs_per_sec"], 0)
-            self.assertGreater(result["latency_us"]["p99"], 0)
+        result: dict[str, Any] = await run_workload(
+            reactor, self.server.url, "micro", msgs=300, inflight=20, subject="bench.micro",
+        )
+        self.assertEqual((result["workload"], result["requests"]), ("micro", 300))
+        self.assertEqual(result["inflight"], 20)
+        self.assertGreater(result["msgs_per_sec"], 0)
+        self.assertGreater(result["latency_us"]["p99"], 0)
 
     async def test_compare_quick(self) -> None:
         """compare.py --quick runs micro-seq and micro-100 through txnats and nats-py's
