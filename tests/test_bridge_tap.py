@@ -19,7 +19,7 @@ from twisted.application.service import IServiceMaker
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.plugin import getPlugins
 from twisted.python import usage
-from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 import txnats
 from tests.support.bridge import TWISTD, BridgeProcess, SseClient, WsClient, http
@@ -32,6 +32,15 @@ from txnats.bridge.tap import Options, makeService
 from txnats.protocol.events import Msg
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def parse(*args: str) -> Options:
@@ -169,6 +178,21 @@ class ProcessTests(TestCase):
                       "--auth-token", output)
         figure(5, listen_all_interfaces_without_token="refused", exit_code=proc.exit_code)
 
+    async def test_embedded_server_ends_with_a_killed_bridge(self) -> None:
+        """On Linux, SIGKILL to the bridge (no chance to stop anything) still ends its
+        embedded nats-server: the server gets the parent-death signal."""
+        if not sys.platform.startswith("linux"):
+            raise SkipTest("the parent-death signal is Linux only")
+        proc = BridgeProcess.start(self, "--listen", f"tcp:{free_port()}:interface=127.0.0.1")
+        await proc.wait_for(r"nats-bridge listening on", 30)
+        found = proc.find(r"embedded nats-server on \S+, JetStream data in \S+ \(pid (\d+)\)")
+        assert found is not None and proc.transport is not None
+        pid = int(found.group(1))
+        self.assertTrue(_alive(pid))
+        proc.transport.signalProcess("KILL")
+        await bounded(proc.ended, 20, "the bridge dying")
+        await wait_until(lambda: not _alive(pid), 20, "the embedded server ending")
+
     async def test_figure1_first_command(self) -> None:
         """Figure 1: the bridge on its embedded server (defaults but for a free HTTP
         port), then publish, request, SSE and WebSocket through it; SIGTERM drains it,
@@ -183,10 +207,14 @@ class ProcessTests(TestCase):
         startup = reactor.seconds() - started
         base = listening.group(1)
         self.assertEqual(base, f"http://127.0.0.1:{port}")
-        embedded = proc.find(r"embedded nats-server on (nats://\S+), JetStream data in (\S+)")
+        embedded = proc.find(
+            r"embedded nats-server on (nats://\S+), JetStream data in (\S+) \(pid (\d+)\)")
         assert embedded is not None
-        nats_url, data_dir = embedded.group(1), embedded.group(2)
+        nats_url, data_dir, server_pid = embedded.group(1), embedded.group(2), embedded.group(3)
         self.assertTrue(os.path.isdir(data_dir))
+        # Its own process group: a terminal's Ctrl-C reaches the bridge, which drains
+        # before it stops the server.
+        self.assertEqual(os.getpgid(int(server_pid)), int(server_pid))
         nc = await bounded(txnats.connect(reactor, nats_url))
         self.addCleanup(nc.close)
         results: dict[str, Any] = {"startup_s": startup}

@@ -264,13 +264,19 @@ class BridgeProcess(ProcessProtocol):
         env["PYTHONUNBUFFERED"] = "1"
         reactor.spawnProcess(proto, TWISTD, argv, env=env, path=cwd)
 
-        def kill() -> Deferred[None] | None:
-            if proto.exit_code is None and proto.transport is not None:
-                proto.transport.signalProcess("KILL")
-                return bounded(proto.ended, WAIT, "the bridge process ending")
-            return None
+        async def stop() -> None:
+            """SIGTERM (the bridge stops its embedded server), SIGKILL if that fails."""
+            if proto.ended.called or proto.transport is None:
+                return
+            proto.transport.signalProcess("TERM")
+            try:
+                await bounded(proto.ended, 15, "the bridge process ending on SIGTERM")
+            except AssertionError:
+                if not proto.ended.called:
+                    proto.transport.signalProcess("KILL")
+                    await bounded(proto.ended, WAIT, "the bridge process ending")
 
-        case.addCleanup(kill)
+        case.addCleanup(lambda: Deferred.fromCoroutine(stop()))
         return proto
 
     def outReceived(self, data: bytes) -> None:

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 from typing import Any
 
@@ -35,6 +36,19 @@ log = Logger()
 _LISTENING = re.compile(r"Listening for client connections on (\S+):(\d+)")
 _READY = "Server is ready"
 _TAIL = 20
+#: Run by a Python child before it becomes the server (exec keeps the pid): a process
+#: group of its own, and on Linux SIGTERM when the bridge dies, even by SIGKILL (the
+#: parent-death signal survives exec), so that no server is left behind.
+_OWN_GROUP = """
+import os, signal, sys
+os.setpgrp()
+if sys.platform.startswith("linux"):
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the bridge died before the call
+        sys.exit(1)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
 #: Server log levels worth passing on; routine lines stay in the start-up tail only.
 _LOUD = ("[WRN]", "[ERR]", "[FTL]")
 
@@ -89,6 +103,11 @@ class EmbeddedServer:
         self._timeout: Any = None
 
     @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def url(self) -> str:
         """The client URL (``nats://127.0.0.1:PORT``) once the server is ready."""
         if self._host_port is None:
@@ -112,8 +131,13 @@ class EmbeddedServer:
             os.makedirs(self.data_dir, exist_ok=True)
         args = [binary, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", self.data_dir]
         self._ready = Deferred()
+        # In a process group of its own (Python execs the server after setpgrp(), same
+        # pid): Ctrl-C in a terminal signals the whole foreground group, and the server
+        # must outlive the bridge's drain; the bridge stops it afterwards. On Linux it
+        # also gets SIGTERM if the bridge dies without stopping it.
+        wrapper = [sys.executable, "-c", _OWN_GROUP, *args]
         self._process = self._reactor.spawnProcess(
-            _ServerProcess(self), binary, args, env=dict(os.environ)
+            _ServerProcess(self), sys.executable, wrapper, env=dict(os.environ)
         )
         self._timeout = self._reactor.callLater(self._startup_timeout, self._not_ready)
         return self._ready

@@ -41,8 +41,10 @@ class BridgeService(Service):
     :param reactor: the reactor to run on.
     :param on_start_failure: called with the failure if the bridge cannot start (by
         default it is logged and the reactor stopped, as a program should end).
-    :param handle_signals: take SIGTERM and SIGINT from the reactor (``twistd`` does
-        this): the first one stops the bridge in order (draining the connection) and
+    :param handle_signals: take SIGTERM, SIGINT and SIGHUP from the reactor
+        (``twistd`` does this): the first one stops the bridge in order (draining the
+        connection, then stopping the embedded server, which runs in a process group of
+        its own so that a terminal's Ctrl-C does not reach it first) and
         then the reactor; a second one stops the reactor at once. Without it the
         reactor's own shutdown closes the NATS client without draining (the client
         closes itself when the reactor stops).
@@ -82,7 +84,7 @@ class BridgeService(Service):
             self._reactor.callWhenRunning(self._install_signal_handlers)
 
     def _install_signal_handlers(self) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._signalled)
 
     def _signalled(self, signum: int, frame: object) -> None:
@@ -114,8 +116,9 @@ class BridgeService(Service):
             )
             url = await self._embedded.start()
             self.ctx.embedded_url, self.ctx.data_dir = url, self._embedded.data_dir
-            log.info("nats-bridge: embedded nats-server on {url}, JetStream data in {data_dir}",
-                     url=url, data_dir=self._embedded.data_dir)
+            log.info("nats-bridge: embedded nats-server on {url}, JetStream data in {data_dir} "
+                     "(pid {pid})", url=url, data_dir=self._embedded.data_dir,
+                     pid=self._embedded.pid)
             servers = [url]
         options = {"name": "nats-bridge", "max_reconnect_attempts": -1,
                    **self.config.connect_options}
