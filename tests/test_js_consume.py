@@ -41,6 +41,7 @@ from .support.jsconsume import fill
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor, sleep, wait_until
 from .support.wire import hmsg_frame, msg_frame
+from .test_examples import run_example
 
 NEXT = "$JS.API.CONSUMER.MSG.NEXT.S.P"
 ROOT = Path(__file__).resolve().parent.parent
@@ -585,3 +586,23 @@ class ConsumeThroughputFigure(ServerPerClass, TestCase):
         figure(7, msgs=FIG7_MSGS, txnats_msgs_per_sec=statistics.median(tx),
                natspy_msgs_per_sec=statistics.median(py), ratio=ratio)
         self.assertGreaterEqual(ratio, 3.0)
+
+
+class ExampleTests(ServerPerClass, TestCase):
+    server_options: ClassVar[dict[str, Any]] = {"jetstream": True}
+    timeout = 60
+
+    async def test_js_consume_example(self) -> None:
+        """examples/js_consume.py runs against a server and prints what it promises."""
+        assert self.server is not None
+        result = await deferToThread(run_example, "js_consume", "--server", self.server.url)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = result.stdout.splitlines()
+        self.assertRegex(lines[0], r"^consume: 100 orders handled in \d+ pulls$")
+        for want in [
+            "messages: 100 orders audited",
+            "push: 100 orders shipped, last stream sequence 100",
+            "ordered: 34 orders on orders.0, in order: True",
+            "done",
+        ]:
+            self.assertIn(want, lines)
