@@ -278,6 +278,53 @@ class PagingTests(JsHarness, SynchronousTestCase):
         self.assertEqual((info.name, info.config.ack_wait), ("a", 2.0))
         self.assertEqual(self.pubs(), [])
 
+    def test_stream_info_pages_subject_counts(self) -> None:
+        """stream_info(subjects_filter=) asks again from the next offset while the server
+        pages the per-subject counts, and gives them all in one StreamInfo."""
+        d = self.js.stream_info("S", subjects_filter=">", deleted_details=True)
+        first = self.one_request("$JS.API.STREAM.INFO.S")
+        self.assertEqual(first.json(), {"deleted_details": True, "subjects_filter": ">"})
+        self.answer(first, {"total": 3, "offset": 0, "limit": 2, "config": {"name": "S"},
+                            "state": {"messages": 3, "subjects": {"a": 1, "b": 1},
+                                      "deleted": [7]}})
+        second = self.one_request("$JS.API.STREAM.INFO.S")
+        self.assertEqual(second.json(),
+                         {"deleted_details": True, "subjects_filter": ">", "offset": 2})
+        self.answer(second, {"total": 3, "offset": 2, "limit": 2, "config": {"name": "S"},
+                             "state": {"messages": 3, "subjects": {"c": 1}}})
+        info = self.successResultOf(d)
+        self.assertEqual(info.state.subjects, {"a": 1, "b": 1, "c": 1})
+        self.assertEqual(info.state.deleted, [7])
+        self.assertNotIn("total", info.extra)  # paging fields are not the stream's
+        self.assertEqual(self.pubs(), [])
+
+    def test_bad_arguments_fail_without_io(self) -> None:
+        """Bad names, a name and durable_name that differ, a bad pause time and an empty
+        subject filter fail at once, sending nothing."""
+        for d in [
+            self.js.create_consumer("S", name="a", durable_name="b"),
+            self.js.create_consumer("S.x", name="a"),
+            self.js.update_consumer("S"),
+            self.js.pause_consumer("S", "c", -5),
+            self.js.pause_consumer("S", "c.d", 5),
+            self.js.stream_info("S", subjects_filter=""),
+            self.js.add_stream({"name": "S", "max_msgs": 1, "nope": 2}),
+        ]:
+            self.failureResultOf(d, InvalidArgumentError)
+        self.assertRaises(InvalidArgumentError, self.js.consumer_names, "a b")
+        self.assertEqual(self.pubs(), [])
+
+    def test_pause_request_is_rfc3339_utc(self) -> None:
+        """pause_consumer sends the time in UTC (a naive datetime is taken as UTC)."""
+        self.js.pause_consumer("S", "C", datetime(2030, 1, 2, 3, 4, 5))
+        req = self.one_request("$JS.API.CONSUMER.PAUSE.S.C")
+        self.assertEqual(req.json(), {"pause_until": "2030-01-02T03:04:05Z"})
+        d = self.js.resume_consumer("S", "C")
+        req = self.one_request("$JS.API.CONSUMER.PAUSE.S.C")
+        self.assertEqual(req.json(), {})  # no time: resume (as nats.go sends it)
+        self.answer(req, {"paused": False, "pause_until": "0001-01-01T00:00:00Z"})
+        self.assertFalse(self.successResultOf(d).paused)
+
     def test_stream_listing_subject_and_errors(self) -> None:
         """streams(subject) sends the subject filter; an API error fails the iteration."""
         d = self.js.streams(subject="orders.*").all()
