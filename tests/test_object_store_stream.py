@@ -17,7 +17,7 @@ from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IConsumer, IPushProducer
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.client import FileBodyProducer
 from zope.interface import implementer
 
@@ -33,7 +33,8 @@ from txnats.errors import (
     ObjectStoreError,
 )
 from txnats.jetstream import JetStreamContext
-from txnats.jetstream.object_store import ObjectStore
+from txnats.jetstream._obj_put import HIGH_WATER, source_for
+from txnats.jetstream.object_store import ObjectStore, ObjectWriter
 
 MIB = 1024 * 1024
 CHUNK = 128 * 1024
@@ -421,3 +422,77 @@ class WatchAndListingTests(_StreamCase):
         self.assertIn(obs.bucket, await bounded(js.object_store_names()))
         statuses = {s.bucket: s for s in await bounded(js.object_stores())}
         self.assertEqual(statuses[obs.bucket].description, "listed")
+
+
+class FakeProducer:
+    """Counts the calls a consumer makes on its producer."""
+
+    def __init__(self) -> None:
+        self.pauses = self.resumes = self.stops = 0
+
+    def pauseProducing(self) -> None:
+        self.pauses += 1
+
+    def resumeProducing(self) -> None:
+        self.resumes += 1
+
+    def stopProducing(self) -> None:
+        self.stops += 1
+
+
+class WriterUnitTests(SynchronousTestCase):
+    """ObjectWriter's flow control without a server: chunks taken by its source."""
+
+    def take(self, writer: ObjectWriter) -> bytes:
+        return self.successResultOf(defer.ensureDeferred(writer.next()))
+
+    def test_push_producer_paused_above_high_water_resumed_below_half(self) -> None:
+        writer = ObjectWriter(CHUNK)
+        producer = FakeProducer()
+        writer.registerProducer(producer, True)
+        piece = b"x" * CHUNK
+        for _ in range(HIGH_WATER // CHUNK):
+            writer.write(piece)
+        self.assertEqual(producer.pauses, 1)
+        for _ in range(HIGH_WATER // CHUNK // 2):
+            self.assertEqual(self.take(writer), piece)
+        self.assertEqual(producer.resumes, 0)  # half the high water still waits
+        self.assertEqual(self.take(writer), piece)
+        self.assertEqual(producer.resumes, 1)
+
+    def test_pull_producer_asked_when_the_source_wants_bytes(self) -> None:
+        writer = ObjectWriter(4)
+        producer = FakeProducer()
+        writer.registerProducer(producer, False)
+        d = defer.ensureDeferred(writer.next())
+        self.assertNoResult(d)
+        self.assertEqual(producer.resumes, 1)
+        writer.write(b"ab")
+        writer.write(b"cdef")
+        self.assertEqual(self.successResultOf(d), b"abcd")
+        writer.close()
+        self.assertEqual(self.take(writer), b"ef")
+        self.assertEqual(self.take(writer), b"")
+
+    def test_room_waits_while_full_and_abort_stops_the_producer(self) -> None:
+        writer = ObjectWriter(CHUNK)
+        writer.write(b"y" * HIGH_WATER)
+        room = writer.room()
+        self.assertNoResult(room)
+        producer = FakeProducer()
+        writer.registerProducer(producer, True)
+        writer.abort()
+        self.successResultOf(room)
+        self.assertEqual(producer.stops, 1)
+        self.assertTrue(writer.failed)
+        self.failureResultOf(defer.ensureDeferred(writer.next()), ObjectStoreError)
+        with self.assertRaises(ObjectStoreError):
+            writer.write(b"more")
+
+    def test_a_bare_push_producer_is_refused(self) -> None:
+        @implementer(IPushProducer)
+        class Bare(FakeProducer):
+            pass
+
+        with self.assertRaises(InvalidArgumentError):
+            source_for(Bare(), CHUNK, object())

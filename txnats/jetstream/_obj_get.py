@@ -180,6 +180,12 @@ class ChunkStream:
         self._next_seq = int(seq) + 1
         self._arm()
         self._chunk(msg.data)
+        if h is not None and h.get("Nats-Num-Pending") is None:
+            # A server before 2.11 answers one message, no batch and no end-of-batch
+            # status: ask for the next one now.
+            self._in_flight = False
+            self._batch = 1
+            self._maybe_request()
 
     # ------------------------------------------------------------------ ordered consumer
     def _on_ordered(self, msg: JsMsg) -> None:
