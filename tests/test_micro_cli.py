@@ -124,6 +124,25 @@ class MicroCommandTests(ServerPerClass, TestCase):
         code, out, _ = await self.micro("info", "nobody", "--json")
         self.assertEqual((code, json.loads(out)), (0, []))
 
+    def test_help(self) -> None:
+        """``micro --help`` lists ls, info and stats; each of them takes the
+        connection flags, --timeout and --json."""
+        for argv, wanted in (
+            (["micro", "--help"], ("ls", "info", "stats")),
+            *((["micro", verb, "--help"], ("--server", "--creds", "--timeout", "--json"))
+              for verb in ("ls", "info", "stats")),
+        ):
+            out = io.StringIO()
+            saved, sys.stdout = sys.stdout, out
+            try:
+                with self.assertRaises(SystemExit) as cm:
+                    build_parser().parse_args(argv)
+            finally:
+                sys.stdout = saved
+            self.assertEqual(cm.exception.code, 0)
+            for word in wanted:
+                self.assertIn(word, out.getvalue(), argv)
+
     async def test_command_line(self) -> None:
         """``python -m txnats micro ls`` as a user runs it; a missing NAME for info is
         a usage error (status 2)."""
