@@ -317,6 +317,19 @@ class ConsumeUnitTests(PullHarness):
         self.successResultOf(done2)
         self.assertFalse(ctx2.is_active)
 
+    def test_client_drain_ends_it_quietly(self) -> None:
+        """The client's drain() ends a consume() with when_done() firing None and no
+        error reported."""
+        ctx, *_ = self.start(max_messages=4, expires=2, idle_heartbeat=1)
+        done = ctx.when_done()
+        self.client.drain()
+        for _ in range(3):
+            self.written()
+            self.send(b"PONG\r\n")
+            self.clock.advance(1)
+        self.successResultOf(done)
+        self.assertEqual(self.errors, [])
+
     def test_max_bytes_mode(self) -> None:
         """With max_bytes the batch is large and bytes are counted as the server
         counts them (subject + reply + headers + data)."""

@@ -68,7 +68,8 @@ class JetStreamInterfaceTests(SynchronousTestCase):
             "Entry", "JetStreamContext", "JsMsg", "KeyValue", "KeyValueStatus", "KeyWatcher",
             "MsgMetadata", "ObjectInfo", "ObjectStore", "ObjectStoreStatus",
             "OrderedConsumer", "Paged", "PubAck", "PullConsumer", "RawStreamMsg",
-            "SequencePair", *config.__all__,
+            "SequencePair", "ConsumeContext", "MessagesContext", "OrderedMessages",
+            "PushSubscription", *config.__all__,
         })
         for name in jetstream.__all__:
             self.assertTrue(hasattr(jetstream, name), name)

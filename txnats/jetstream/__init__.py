@@ -15,31 +15,37 @@ from txnats.jetstream._api import RawStreamMsg
 from txnats.jetstream._manage import Paged
 from txnats.jetstream.config import *  # noqa: F403  (the typed records and enums)
 from txnats.jetstream.config import __all__ as _config_all
+from txnats.jetstream.consume import ConsumeContext, MessagesContext
 from txnats.jetstream.context import JetStreamContext
 from txnats.jetstream.kv import Entry, KeyValue, KeyValueStatus, KeyWatcher
 from txnats.jetstream.msg import JsMsg, MsgMetadata, SequencePair
 from txnats.jetstream.object_store import ObjectInfo, ObjectStore, ObjectStoreStatus
-from txnats.jetstream.ordered import OrderedConsumer
+from txnats.jetstream.ordered import OrderedConsumer, OrderedMessages
 from txnats.jetstream.pull import PullConsumer
+from txnats.jetstream.push import PushSubscription
 
 classImplements(JsMsg, IJsMsg)
 classImplements(KeyValue, IKeyValue)
 classImplements(ObjectStore, IObjectStore)
 
 __all__ = [
+    "ConsumeContext",
     "Entry",
     "JetStreamContext",
     "JsMsg",
     "KeyValue",
     "KeyValueStatus",
     "KeyWatcher",
+    "MessagesContext",
     "MsgMetadata",
     "ObjectInfo",
     "ObjectStore",
     "ObjectStoreStatus",
     "OrderedConsumer",
+    "OrderedMessages",
     "Paged",
     "PullConsumer",
+    "PushSubscription",
     "RawStreamMsg",
     "SequencePair",
     *_config_all,

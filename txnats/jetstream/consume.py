@@ -340,8 +340,9 @@ class _PullEngine:
             return
         if self._state == _RUNNING:
             reason = self._sub.end_reason if self._sub is not None else None
-            if isinstance(reason, ConnectionClosedError) or self._client.is_closed:
-                self._end(None)
+            client = self._client
+            if isinstance(reason, ConnectionClosedError) or client.is_closed or client.is_draining:
+                self._end(None)  # the client's close or drain ended it: nothing went wrong
             else:
                 self._end(reason or SubscriptionClosedError("the pull's inbox ended"))
 
