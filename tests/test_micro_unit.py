@@ -669,6 +669,23 @@ class StopTests(Harness):
         with self.assertRaises(ServiceStoppedError):
             svc.add_endpoint("late", lambda r: None)
 
+    def test_stop_with_timeout(self) -> None:
+        """stop(timeout=) fires after the timeout when a handler never finishes; the
+        unfinished drain is logged, not raised; a bad timeout stops nothing."""
+        svc = add_service(self.nc, name="svc", version="1.0.0")
+        svc.add_endpoint("stuck", lambda r: Deferred())
+        self.request("stuck")
+        for bad in (0, -1, float("nan"), "1"):
+            with self.assertRaises(InvalidArgumentError):
+                svc.stop(timeout=bad)  # type: ignore[arg-type]
+        self.assertFalse(svc.is_stopped)
+        done = svc.stop(timeout=2.0)
+        self.read()
+        self.assertNoResult(done)
+        self.clock.advance(2.0)
+        self.assertIsNone(self.successResultOf(done))
+        self.assertIsNone(self.successResultOf(svc.when_stopped()))
+
     def test_stop_with_error(self) -> None:
         """stop(error) hands the error to when_stopped() waiters."""
         svc = add_service(self.nc, name="svc", version="1.0.0")

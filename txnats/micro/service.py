@@ -23,6 +23,7 @@ from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats._args import check_timeout
 from txnats.client import ClientState
 from txnats.errors import ConnectionClosedError, InvalidArgumentTypeError, NatsError
 from txnats.micro._checks import (
@@ -248,9 +249,10 @@ class Endpoint:
         self.num_requests = self.num_errors = self.processing_time = 0
         self.last_error = ""
 
-    def drain(self) -> Deferred[None]:
-        """Unsubscribe; fire once every request received so far is handled."""
-        return self._sub.drain()
+    def drain(self, timeout: float | None = None) -> Deferred[None]:
+        """Unsubscribe; fire once every request received so far is handled (or fail
+        with :class:`DrainTimeoutError` after ``timeout`` seconds)."""
+        return self._sub.drain(timeout)
 
     def __repr__(self) -> str:
         return f"<txnats.micro.Endpoint {self.name!r} on {self.subject!r}>"
@@ -477,23 +479,32 @@ class Service:
             )
 
     # ------------------------------------------------------------------ stopping
-    def stop(self, error: Exception | None = None) -> Deferred[None]:
+    def stop(
+        self, error: Exception | None = None, *, timeout: float | None = None
+    ) -> Deferred[None]:
         """Stop the service: drain every endpoint (requests received are handled and
-        answered) and the monitoring subscriptions. Fires once they are drained;
-        :meth:`when_stopped` waiters then fire with ``error``. Calling it again
-        returns a Deferred that fires at the same time."""
+        answered) and the monitoring subscriptions. Fires once they are drained, or
+        after ``timeout`` seconds if given (handlers still running are then left to
+        finish; the drain is logged as incomplete); :meth:`when_stopped` waiters then
+        fire with ``error``. Calling it again returns a Deferred that fires at the
+        same time.
+
+        :raises InvalidArgumentError: for a ``timeout`` that is not a number of
+            seconds above zero (nothing is stopped).
+        """
         if self._stopping is None:
+            timeout = check_timeout("timeout", timeout)
             self._reason = error
             self._unlisten()
             subs: list[Endpoint | Subscription] = [*self._endpoints, *self._monitors]
             self._stopping = DeferredList(
-                [self._drain(s) for s in subs], consumeErrors=True
+                [self._drain(s, timeout) for s in subs], consumeErrors=True
             ).addCallback(self._drained)
         return _copy(self._stopping)
 
-    def _drain(self, sub: Endpoint | Subscription) -> Deferred[None]:
+    def _drain(self, sub: Endpoint | Subscription, timeout: float | None) -> Deferred[None]:
         try:
-            return sub.drain()
+            return sub.drain(timeout)
         except NatsError as e:  # (the client is closing, say)
             return Deferred.fromCoroutine(_raise(e))
 
