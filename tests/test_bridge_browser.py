@@ -106,13 +106,19 @@ class BrowserTests(ServerPerClass, TestCase):
                 f"--user-data-dir={profile}", "about:blank"]
         reactor.spawnProcess(browser, chromium, args, env=dict(os.environ))
 
-        def stop() -> Deferred[None] | None:
-            if not browser.exited and browser.transport is not None:
-                browser.transport.signalProcess("KILL")
-                return bounded(browser.ended, 20, "chromium exiting")
-            return None
+        async def stop() -> None:
+            """SIGTERM (chromium ends its helper processes), SIGKILL if it hangs."""
+            if browser.exited or browser.transport is None:
+                return
+            browser.transport.signalProcess("TERM")
+            try:
+                await bounded(browser.ended, 10, "chromium exiting on SIGTERM")
+            except AssertionError:
+                if not browser.exited:
+                    browser.transport.signalProcess("KILL")
+                    await bounded(browser.ended, 20, "chromium exiting")
 
-        self.addCleanup(stop)
+        self.addCleanup(lambda: Deferred.fromCoroutine(stop()))
         pattern = re.compile(rb"DevTools listening on ws://127\.0\.0\.1:(\d+)/")
         await wait_until(lambda: pattern.search(browser.err) is not None or browser.exited,
                          30, "chromium's DevTools address")
