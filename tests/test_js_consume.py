@@ -127,6 +127,12 @@ class ConsumeUnitTests(PullHarness):
         self.status(inbox, sid, 409, "Message Size Exceeds MaxBytes",
                     Nats_Pending_Messages="7", Nats_Pending_Bytes="0")
         self.assertEqual([p["batch"] for p in self.pulls()], [7])
+        self.status(inbox, sid, 409, "Batch Completed",
+                    Nats_Pending_Messages="6", Nats_Pending_Bytes="0")
+        self.assertEqual([p["batch"] for p in self.pulls()], [6])
+        self.status(inbox, sid, 404, "No Messages",
+                    Nats_Pending_Messages="10", Nats_Pending_Bytes="0")
+        self.assertEqual([p["batch"] for p in self.pulls()], [10])
         self.assertEqual(self.errors, [])  # not telegraphed
         self.assertTrue(ctx.is_active)
 
@@ -186,13 +192,20 @@ class ConsumeUnitTests(PullHarness):
         self.clock.advance(2.1)
         self.assertEqual([p["batch"] for p in self.pulls()], [10])
 
-    def test_leadership_change_repulls(self) -> None:
-        """409 Leadership Change: the pulls are gone; pending resets and it asks again."""
-        ctx, inbox, sid, _ = self.start(max_messages=10, expires=2, idle_heartbeat=1)
-        self.deliver(inbox, sid, 2)
-        self.status(inbox, sid, 409, "Leadership Change")
-        self.assertEqual([p["batch"] for p in self.pulls()], [10])
-        self.assertEqual(ctx.pending_messages, 10)
+    def test_leadership_change_and_shutdown_repull(self) -> None:
+        """409 Leadership Change or Server Shutdown: the pulls are gone; pending resets,
+        it warns and asks again."""
+        for desc in ("Leadership Change", "Server Shutdown"):
+            self.errors.clear()
+            ctx, inbox, sid, _ = self.start(max_messages=10, expires=2, idle_heartbeat=1)
+            self.deliver(inbox, sid, 2)
+            self.status(inbox, sid, 409, desc)
+            self.assertEqual([p["batch"] for p in self.pulls()], [10])
+            self.assertEqual(ctx.pending_messages, 10)
+            [e] = self.errors
+            self.assertIsInstance(e, APIError)
+            self.assertIn(desc, str(e))
+            ctx.stop()
 
     def test_reconnect_repulls(self) -> None:
         """On a disconnect it stops pulling and the alarm pauses; after the
