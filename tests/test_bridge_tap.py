@@ -178,6 +178,15 @@ class ProcessTests(TestCase):
                       "--auth-token", output)
         figure(5, listen_all_interfaces_without_token="refused", exit_code=proc.exit_code)
 
+    async def test_unreachable_nats_fails_the_start(self) -> None:
+        """--nats to a server that is not there: the bridge says it could not start and
+        twistd exits with status 1 (a supervisor sees the failure)."""
+        proc = BridgeProcess.start(self, "--nats", f"nats://127.0.0.1:{free_port()}",
+                                   "--listen", f"tcp:{free_port()}:interface=127.0.0.1")
+        await bounded(proc.ended, 30, "twistd exiting")
+        self.assertEqual(proc.exit_code, 1, "\n".join(proc.lines[-20:]))
+        self.assertIsNotNone(proc.find(r"nats-bridge could not start: no server could be"))
+
     async def test_embedded_server_ends_with_a_killed_bridge(self) -> None:
         """On Linux, SIGKILL to the bridge (no chance to stop anything) still ends its
         embedded nats-server: the server gets the parent-death signal."""

@@ -11,7 +11,10 @@ the connection, then stop the embedded server. ``twistd`` waits for the Deferred
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +35,17 @@ from txnats.client import ClientState
 __all__ = ["BridgeService"]
 
 log = Logger()
+
+
+def _exit_failed() -> None:
+    """End the process with status 1 once twistd has cleaned up (it has no way to say
+    that a service failed: it exits 0 unless a signal stopped it)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # closed or redirected away: nothing to flush
+            pass
+    os._exit(1)
 
 
 class BridgeService(Service):
@@ -173,6 +187,8 @@ class BridgeService(Service):
 
     def _stop_reactor(self, failure: Failure) -> None:
         log.critical("nats-bridge could not start: {error}", error=failure.getErrorMessage())
+        if self._handle_signals:  # the program is the bridge (twistd): exit status 1
+            atexit.register(_exit_failed)
         self.stopService().addBoth(lambda _: self._end_reactor())
 
     def _end_reactor(self) -> None:
