@@ -200,6 +200,13 @@ class UserInputTests(SynchronousTestCase):
         self.assertRaises(InvalidArgumentTypeError, ConsumerConfig, backoff=[1, "2"])
         self.assertRaises(InvalidArgumentError, seconds, "x", timedelta(seconds=-1))
 
+    def test_nanoseconds_given_by_mistake_refused(self) -> None:
+        """A duration too long for the server (more than ~292 years: nanoseconds given
+        where seconds are taken, as dicts took before) is refused, saying so."""
+        e = self.assertRaises(InvalidArgumentError, StreamConfig, "S", max_age=3_600_000_000_000)
+        self.assertIn("seconds here, not nanoseconds", str(e))
+        self.assertEqual(StreamConfig("S", max_age=9e9).to_json()["max_age"], 9 * 10**18)
+
     def test_enum_strings(self) -> None:
         """Enum fields take their values as strings; members compare equal to them."""
         cfg = StreamConfig("S", storage="memory", retention="workqueue")

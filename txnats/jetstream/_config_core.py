@@ -114,10 +114,20 @@ def _user_same(name: str, v: Any) -> Any:
     return v
 
 
+#: The longest duration the server holds (Go's time.Duration), in seconds: ~292 years.
+MAX_SECONDS = (2**63 - 1) / _NS
+
+
 def _user_seconds(name: str, v: Any) -> float:
     if isinstance(v, timedelta):
         v = v.total_seconds()
-    return check_delay(name, v)
+    s = check_delay(name, v)
+    if s > MAX_SECONDS:
+        raise InvalidArgumentError(
+            f"{name} is {v!r} seconds, more than the server's durations hold (about 292 "
+            "years): durations are seconds here, not nanoseconds"
+        )
+    return s
 
 
 def _user_time(name: str, v: Any) -> datetime:
