@@ -102,6 +102,8 @@ class Figure1PublishThroughRestartsTests(TestCase):
         self.assertEqual(stored.state.messages, N)
         self.assertEqual(stored.state.last_seq, N)
         self.assertEqual(missing, 0)
+        # A duplicate is the answer to a retry: never more of them than failed attempts.
+        self.assertLessEqual(duplicates, sum(errors.values()))
         self.assertEqual(read, {a.seq: i for i, a in acks.items()})  # each where its ack said
 
     async def read_all(self, js: JetStreamContext) -> dict[int, int]:
