@@ -459,6 +459,28 @@ class NextAndFetchHeartbeatTests(PullHarness):
         self.status(sub.subject, sub.sid, 408, "Request Timeout")
         self.failureResultOf(d, TimeoutError)
 
+    def test_fetch_priority_group_and_pin(self) -> None:
+        """fetch() sends the group fields; a Nats-Pin-Id is kept for the next pull, a
+        423 clears it (and ends that fetch)."""
+        d = self.pc.fetch(2, expires=2, group="jobs", min_ack_pending=3)
+        frames = self.written()
+        [sub] = [f for f in frames if f.op == "SUB"]
+        [req] = [f for f in frames if f.op == "PUB"]
+        self.assertEqual(req.json(), {"batch": 2, "expires": 2 * S, "group": "jobs",
+                                      "min_ack_pending": 3})
+        self.deliver(sub.subject, sub.sid, 2, Nats_Pin_Id="PIN9")
+        self.assertEqual(len(self.successResultOf(d)), 2)
+        self.assertEqual(self.pc.pin_id, "PIN9")
+        d = self.pc.fetch(1, expires=2, group="jobs")
+        frames = self.written()
+        [sub] = [f for f in frames if f.op == "SUB"]
+        [req] = [f for f in frames if f.op == "PUB"]
+        self.assertEqual(req.json()["id"], "PIN9")
+        self.status(sub.subject, sub.sid, 423, "Nats-Pin-Id mismatch")
+        self.assertEqual(self.failureResultOf(d, APIError).value.code, 423)
+        self.assertEqual(self.pc.pin_id, "")
+        self.failureResultOf(self.pc.fetch(1, min_pending=1), InvalidArgumentError)
+
     def test_long_fetch_asks_for_heartbeats(self) -> None:
         """A fetch of 10 s or more asks for a 5 s heartbeat; silence for 10 s ends it
         with NoHeartbeatError (or with what came)."""

@@ -114,6 +114,25 @@ class PushUnitTests(JsHarness, SynchronousTestCase):
         self.assertEqual(len(self.errors), 1)
         self.assertEqual(push.heartbeat_alarms, 1)
 
+    def test_reconnect_resumes_watch_and_delivery(self) -> None:
+        """After a reconnection the inbox is subscribed again, deliveries go on to the
+        handler, and the heartbeat watch runs again."""
+        got: list[JsMsg] = []
+        push, inbox, _ = self.bind(got.append, idle_heartbeat=1)
+        self.server.lose()
+        self.clock.advance(0)
+        self.clock.advance(self.client.options.reconnect_wait + 5)
+        self.server = self.accept(reset=False)
+        frames = self.written()
+        [sub] = [f for f in frames if f.op == "SUB" and f.subject == inbox]
+        self.deliver(inbox, sub.sid, 7)
+        self.assertEqual([m.data for m in got], [b"m7"])
+        self.assertEqual(self.errors, [])
+        self.clock.advance(2.1)
+        self.written()
+        self.assertEqual([type(e) for e in self.errors], [NoHeartbeatError])
+        self.assertTrue(push.is_active)
+
     def test_ephemeral_deleted_on_unsubscribe(self) -> None:
         push, _inbox, _sid = self.bind(lambda m: None)
         push.unsubscribe()
