@@ -133,6 +133,20 @@ class PushUnitTests(JsHarness, SynchronousTestCase):
         self.assertEqual([type(e) for e in self.errors], [NoHeartbeatError])
         self.assertTrue(push.is_active)
 
+    def test_drain_waits_for_the_reader(self) -> None:
+        """drain() without a handler fires once the reader took what had come."""
+        push, inbox, sid = self.bind(None)
+        self.deliver(inbox, sid, 1, 2)
+        d = push.drain()
+        self.written()
+        self.send(b"PONG\r\n")
+        self.clock.advance(1)
+        self.assertNoResult(d)
+        self.successResultOf(push.next_msg())
+        self.assertNoResult(d)
+        self.successResultOf(push.next_msg())
+        self.successResultOf(d)
+
     def test_ephemeral_deleted_on_unsubscribe(self) -> None:
         push, _inbox, _sid = self.bind(lambda m: None)
         push.unsubscribe()

@@ -491,9 +491,12 @@ class _PullEngine:
     def _processed(self, msg: JsMsg) -> None:
         """One message processed: it is no longer pending; pull if below threshold."""
         self.delivered += 1
-        self._pending_msgs -= 1
+        # Never below zero: a message received before a reset (reconnection, alarm) was
+        # counted by a pull that no longer is.
+        if self._pending_msgs > 0:
+            self._pending_msgs -= 1
         if self.options.max_bytes:
-            self._pending_bytes -= msg_size(msg)
+            self._pending_bytes = max(0, self._pending_bytes - msg_size(msg))
         self._maybe_pull()
 
     # ------------------------------------------------------------------ arrivals

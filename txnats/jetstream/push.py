@@ -247,6 +247,8 @@ class PushSubscription:
         self._delete_on_end = False
         self._sub: Subscription | None = None
         self._queue: deque[JsMsg | str] = deque()
+        self._unread = 0  # messages in _queue (it holds flow control replies too)
+        self._read_waiters: list[Deferred[None]] = []
         self._waiters: deque[Deferred[JsMsg]] = deque()
         self._timer: IDelayedCall | None = None
         self._last = 0.0
@@ -286,31 +288,22 @@ class PushSubscription:
         self._ended()
 
     def drain(self) -> Deferred[None]:
-        """Unsubscribe once what was delivered is handled (or read)."""
+        """Unsubscribe once what was delivered is handled (or, without a handler, read:
+        fires once the reader has taken the last message)."""
         if self._sub is None or not self._sub.is_active:
             self._ended()
             return succeed(None)
         d = self._sub.drain()
 
         def done(result: object) -> object:
-            if self._handler is None and self._queue:
-                return self._until_read().addBoth(lambda _: self._ended())
+            if self._handler is None and self._unread:
+                read: Deferred[None] = Deferred()
+                self._read_waiters.append(read)
+                return read.addBoth(lambda _: self._ended())
             self._ended()
             return None
 
         return d.addBoth(done)
-
-    def _until_read(self) -> Deferred[None]:
-        d: Deferred[None] = Deferred()
-
-        def poll() -> None:
-            if not any(isinstance(x, JsMsg) for x in self._queue):
-                d.callback(None)
-            else:
-                self._client.clock.callLater(0.05, poll)
-
-        poll()
-        return d
 
     def _ended(self) -> None:
         self._disarm()
@@ -396,6 +389,7 @@ class PushSubscription:
                 self._waiters.popleft().callback(m)
             else:
                 self._queue.append(m)
+                self._unread += 1
             return None
         self.delivered += 1
         return self._handle(m)
@@ -444,8 +438,13 @@ class PushSubscription:
                 self._answer_fc(item)
                 continue
             self.delivered += 1
+            self._unread -= 1
             while q and isinstance(q[0], str):  # answer what this message was waiting on
                 self._answer_fc(q.popleft())  # type: ignore[arg-type]
+            if not self._unread and self._read_waiters:
+                waiters, self._read_waiters = self._read_waiters, []
+                for w in waiters:
+                    w.callback(None)
             return item
         return None
 
