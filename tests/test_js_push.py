@@ -147,6 +147,24 @@ class PushUnitTests(JsHarness, SynchronousTestCase):
         self.successResultOf(push.next_msg())
         self.successResultOf(d)
 
+    def test_client_close_ends_iteration(self) -> None:
+        """A reader waiting in async for ends when the client closes."""
+        push, _, _ = self.bind(None)
+
+        async def read() -> int:
+            n = 0
+            async for _ in push:
+                n += 1
+            return n
+
+        from twisted.internet.defer import ensureDeferred
+
+        d = ensureDeferred(read())
+        self.assertNoResult(d)
+        self.client.close()
+        self.clock.advance(5)
+        self.assertEqual(self.successResultOf(d), 0)
+
     def test_ephemeral_deleted_on_unsubscribe(self) -> None:
         push, _inbox, _sid = self.bind(lambda m: None)
         push.unsubscribe()

@@ -262,7 +262,9 @@ class PushSubscription:
     def listen(self, inbox: str, queue: str | None) -> None:
         """Subscribe to the deliver subject (before or after the consumer exists)."""
         self.deliver_subject = inbox
-        self._sub = self._client.subscribe(inbox, self._on_msg, queue=queue)
+        self._sub = sub = self._client.subscribe(inbox, self._on_msg, queue=queue)
+        # However it ends (the client's drain or close too), readers waiting are told.
+        sub.when_ended().addBoth(lambda _: self._ended())
         self._unlisten = self._client.add_status_listener(self._on_state)
         self._last = self._client.clock.seconds()
         self._arm()
