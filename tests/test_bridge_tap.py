@@ -60,6 +60,8 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual(config.listen, "tcp:8080:interface=127.0.0.1")
         self.assertEqual(DEFAULT_LISTEN, config.listen)
         self.assertIsNone(config.auth_token)
+        self.assertFalse(config.access_log)
+        self.assertTrue(parse("--access-log").config.access_log)  # type: ignore[union-attr]
         self.assertIsInstance(makeService(options), BridgeService)
 
     def test_listen_on_all_interfaces_needs_a_token_or_tls(self) -> None:

@@ -128,6 +128,8 @@ class BridgeSite(server.Site):
         started = getattr(request, "started", 0.0)
         if started and route not in STREAM_ROUTES:
             metrics.latency.labels(route).observe(self.ctx.reactor.seconds() - started)
+        if code < 400 and not self.ctx.config.access_log:
+            return
         log.info(
             "{method} {path} {code} {route}", method=request.method.decode("ascii", "replace"),
             path=request.path.decode("utf-8", "replace"), code=code, route=route,

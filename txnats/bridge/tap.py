@@ -13,6 +13,7 @@ from twisted.application.service import IService
 from twisted.python import usage
 
 from txnats.bridge.config import DEFAULT_LISTEN, BridgeConfig
+from txnats.bridge.forward import parse_forward
 from txnats.bridge.security import SubjectPolicy, parse_rule, read_token_file
 from txnats.errors import InvalidArgumentError
 
@@ -84,6 +85,10 @@ class Options(usage.Options):
          "embedded server's JetStream directory (default: a temporary one, removed on exit)"],
         ["nats-server-bin", None, None, "embedded server's executable"],
     ]
+    optFlags: list[list[Any]] = [
+        ["access-log", None,
+         "log every HTTP request (default: only those answered with 400 or above)"],
+    ]
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -136,7 +141,7 @@ class Options(usage.Options):
             auth_token=token, max_body=self["max-body"], stream_queue=self["stream-queue"],
             max_request_timeout=self["max-request-timeout"], policy=policy,
             forwards=self._forwards(), data_dir=self["data-dir"],
-            server_binary=self["nats-server-bin"],
+            server_binary=self["nats-server-bin"], access_log=bool(self["access-log"]),
         )
 
     def _connect_options(self) -> dict[str, Any]:
@@ -159,12 +164,6 @@ class Options(usage.Options):
         return options
 
     def _forwards(self) -> list[Any]:
-        if not self["forward"]:
-            return []
-        try:
-            from txnats.bridge.forward import parse_forward
-        except ImportError as e:
-            raise InvalidArgumentError(f"--forward is not available: {e}") from e
         routes = []
         for spec in self["forward"]:
             try:
