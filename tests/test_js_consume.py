@@ -10,7 +10,6 @@ time to fire the heartbeat alarm. Integration tests run a real ``nats-server -js
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -617,8 +616,9 @@ class ConsumeThroughputFigure(ServerPerClass, TestCase):
     async def test_figure7_consume_against_natspy_fetch(self) -> None:
         """Figure 7: draining a pull consumer, txnats consume() against nats-py's
         fastest way (its fetch(1000) loop), each in a fresh process on one server,
-        medians of three runs: txnats at least 3x (measured 12x-21x on 50,000
-        messages; benchmarks/compare.py --only js-consume gives the full row)."""
+        best of three runs each: txnats at least 3x (compare.py's medians on 50,000
+        messages: 4.2x-21x against nats-py on uvloop and asyncio, depending on the
+        load; benchmarks/compare.py --only js-consume gives the full row)."""
         assert self.server is not None
         args = ["consume", "--msgs", str(FIG7_MSGS), "--size", "128", "--server", self.server.url]
         tx: list[float] = []
@@ -630,9 +630,11 @@ class ConsumeThroughputFigure(ServerPerClass, TestCase):
             r = await deferToThread(_bench, [str(ROOT / "benchmarks" / "natspy_bench.py"), *args])
             self.assertEqual(r["received"], FIG7_MSGS)
             py.append(r["msgs_per_sec"])
-        ratio = statistics.median(tx) / statistics.median(py)
-        figure(7, msgs=FIG7_MSGS, txnats_msgs_per_sec=statistics.median(tx),
-               natspy_msgs_per_sec=statistics.median(py), ratio=ratio)
+        # The best of three: a busy machine only ever slows a run down, and it slows
+        # the two clients unevenly (single txnats runs ranged 92k-234k msg/s).
+        ratio = max(tx) / max(py)
+        figure(7, msgs=FIG7_MSGS, txnats_msgs_per_sec=max(tx), natspy_msgs_per_sec=max(py),
+               ratio=ratio, txnats_runs=tx, natspy_runs=py)
         self.assertGreaterEqual(ratio, 3.0)
 
 

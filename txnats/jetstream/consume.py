@@ -237,6 +237,7 @@ class _PullEngine:
         self.options = opts
         self._client = client = js.client
         self._clock = client.clock
+        self._seconds = client.clock.seconds
         self._subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{consumer.stream}.{consumer.name}"
         self._error_cb = error_cb
         self._buffer: deque[JsMsg] = deque()
@@ -501,7 +502,7 @@ class _PullEngine:
 
     # ------------------------------------------------------------------ arrivals
     def _on_msg(self, msg: Msg) -> None:
-        self._last = self._clock.seconds()
+        self._last = self._seconds()
         h = msg.headers
         if h is not None and h.status is not None:
             self._on_status(h)
@@ -578,6 +579,33 @@ class ConsumeContext(_PullEngine):
             return
         self._handle(msg)
 
+    def _on_msg(self, msg: Msg) -> None:
+        # The engine's _on_msg, _arrived, _handle and _processed in one for the common
+        # case (a plain message, nothing buffered, a handler returning None): this runs
+        # once per message.
+        self._last = self._seconds()
+        if msg.headers is not None or self._busy or self._buffer or self._state == _ENDED:
+            _PullEngine._on_msg(self, msg)
+            return
+        m = JsMsg(msg, self._client)
+        try:
+            result = self._handler(m)
+        except Exception as e:
+            self._handler_failed(Failure(e), m)
+            result = None
+        if result is not None:
+            self._went_async(result, m)
+            return
+        self.delivered += 1  # what _processed does, inline
+        if self._pending_msgs > 0:
+            self._pending_msgs -= 1
+        o = self.options
+        if o.max_bytes:
+            self._pending_bytes = max(0, self._pending_bytes - msg_size(m))
+            self._maybe_pull()
+        elif self._pending_msgs < o.threshold_messages:
+            self._maybe_pull()
+
     def _handle(self, msg: JsMsg) -> None:
         """Call the handler; a pending result makes it busy until that fires."""
         try:
@@ -586,18 +614,24 @@ class ConsumeContext(_PullEngine):
             self._handler_failed(Failure(e), msg)
             result = None
         if result is not None:
-            d: Deferred[Any] | None = None
-            if isinstance(result, Deferred):
-                d = result
-            elif inspect.iscoroutine(result):
-                d = ensureDeferred(result)
-            if d is not None:
-                self._busy = True
-                d.addCallbacks(
-                    self._resume, self._resume_failed, callbackArgs=(msg,), errbackArgs=(msg,)
-                )
-                return
+            self._went_async(result, msg)
+            return
         self._processed(msg)
+
+    def _went_async(self, result: object, msg: JsMsg) -> None:
+        """The handler returned something: wait for a Deferred or coroutine."""
+        d: Deferred[Any] | None = None
+        if isinstance(result, Deferred):
+            d = result
+        elif inspect.iscoroutine(result):
+            d = ensureDeferred(result)
+        if d is None:
+            self._processed(msg)
+            return
+        self._busy = True
+        d.addCallbacks(
+            self._resume, self._resume_failed, callbackArgs=(msg,), errbackArgs=(msg,)
+        )
 
     def _resume(self, _: object, msg: JsMsg) -> None:
         self._busy = False
