@@ -6,6 +6,7 @@ bounded memory, the reactor on time throughout.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import os
@@ -95,6 +96,25 @@ class Lateness:
             self._call.cancel()
 
 
+class GcPauses:
+    """The longest pause of the garbage collector while it is installed (seconds)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.worst = max(self.worst, time.perf_counter() - self._began)
+
+    def stop(self) -> None:
+        if self._cb in gc.callbacks:
+            gc.callbacks.remove(self._cb)
+
+
 def big_file(case: TestCase, size: int) -> tuple[str, str]:
     """A file of ``size`` pseudo-random bytes (every MiB different); its path and
     SHA-256 hex."""
@@ -145,6 +165,8 @@ class FigureOneTests(_StreamCase):
         _, _, obs = await self.store(storage="file")
         out = temp_file(self, "copy.bin")
 
+        gc_pauses = GcPauses()
+        self.addCleanup(gc_pauses.stop)
         late = Lateness()
         mem = PeakMemory()
         start = time.monotonic()
@@ -172,7 +194,7 @@ class FigureOneTests(_StreamCase):
             get_mb_s=size / MIB / get_s,
             put_late_ms=ms[0], put_late_cpu_ms=ms[1], put_busiest_interval_ms=ms[2],
             get_late_ms=ms[3], get_late_cpu_ms=ms[4], get_busiest_interval_ms=ms[5],
-            load=os.getloadavg()[0],
+            load=os.getloadavg()[0], gc_worst_pause_ms=gc_pauses.worst * 1000,
         )
         self.assertLess(put_growth, 32 * MIB)
         self.assertLess(get_growth, 32 * MIB)
