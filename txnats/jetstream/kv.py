@@ -233,6 +233,8 @@ class KeyValue:
             try:
                 cfg = bucket_stream_config(bucket, **config)
             except TypeError as e:
+                if isinstance(e, NatsError):  # an argument check: it names the argument
+                    raise
                 raise InvalidArgumentError(f"create_key_value: {e}") from None
         except NatsError as e:
             return fail(e)
