@@ -69,7 +69,8 @@ class JetStreamInterfaceTests(SynchronousTestCase):
             "MsgMetadata", "ObjectInfo", "ObjectStore", "ObjectStoreStatus",
             "OrderedConsumer", "Paged", "PubAck", "PullConsumer", "RawStreamMsg",
             "SequencePair", "ConsumeContext", "MessagesContext", "OrderedMessages",
-            "PushSubscription", *config.__all__,
+            "PushSubscription", "KeyValueConfig", "ObjectStoreConfig", "ObjectWatcher",
+            "ObjectWriter", *config.__all__,
         })
         for name in jetstream.__all__:
             self.assertTrue(hasattr(jetstream, name), name)

@@ -13,6 +13,8 @@ from zope.interface import classImplements
 from txnats.interfaces import IJsMsg, IKeyValue, IObjectStore
 from txnats.jetstream._api import RawStreamMsg
 from txnats.jetstream._manage import Paged
+from txnats.jetstream._obj_put import ObjectWriter
+from txnats.jetstream._obj_watch import ObjectWatcher
 from txnats.jetstream.config import *  # noqa: F403  (the typed records and enums)
 from txnats.jetstream.config import __all__ as _config_all
 from txnats.jetstream.consume import ConsumeContext, MessagesContext
@@ -23,6 +25,7 @@ from txnats.jetstream.object_store import ObjectInfo, ObjectStore, ObjectStoreSt
 from txnats.jetstream.ordered import OrderedConsumer, OrderedMessages
 from txnats.jetstream.pull import PullConsumer
 from txnats.jetstream.push import PushSubscription
+from txnats.jetstream.store_config import KeyValueConfig, ObjectStoreConfig
 
 classImplements(JsMsg, IJsMsg)
 classImplements(KeyValue, IKeyValue)
@@ -34,13 +37,17 @@ __all__ = [
     "JetStreamContext",
     "JsMsg",
     "KeyValue",
+    "KeyValueConfig",
     "KeyValueStatus",
     "KeyWatcher",
     "MessagesContext",
     "MsgMetadata",
     "ObjectInfo",
     "ObjectStore",
+    "ObjectStoreConfig",
     "ObjectStoreStatus",
+    "ObjectWatcher",
+    "ObjectWriter",
     "OrderedConsumer",
     "OrderedMessages",
     "Paged",
