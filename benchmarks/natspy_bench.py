@@ -277,83 +277,37 @@ async def bench_pubsub(args: argparse.Namespace, workload: str = "pubsub") -> di
     return result
 
 
-async def bench_req(args: argparse.Namespace) -> dict[str, Any]:
-    duration = args.duration
-    if duration is None and args.msgs is None:
-        duration = 5.0
-    responder = await _connect(args, "natspy-bench-req-0")
-    requester = await _connect(args, "natspy-bench-req-1")
-    latencies: list[float] = []
-    try:
+async def _serve_plain(responder: Any, subject: str) -> Any:
+    async def respond(msg: Any) -> None:
+        await msg.respond(msg.data)
 
-        async def respond(msg: Any) -> None:
-            await msg.respond(msg.data)
-
-        await responder.subscribe(args.subject, cb=respond)
-        await _confirm(responder)
-        payload = b"x" * args.size
-        perf = time.perf_counter
-        remaining = [args.msgs or 0]
-        deadline = [0.0]
-
-        async def worker() -> None:
-            request = requester.request
-            append = latencies.append
-            while True:
-                if duration is not None:
-                    if perf() >= deadline[0]:
-                        return
-                elif remaining[0] <= 0:
-                    return
-                else:
-                    remaining[0] -= 1
-                t0 = perf()
-                await request(args.subject, payload, timeout=5.0)
-                append(perf() - t0)
-
-        start = perf()
-        deadline[0] = start + (duration or 0.0)
-        await _watch(
-            asyncio.gather(*(worker() for _ in range(args.inflight))),
-            lambda: len(latencies),
-            "requesting",
-        )
-        elapsed = perf() - start
-    finally:
-        await responder.close()
-        await requester.close()
-    n = len(latencies)
-    latencies.sort()
-    result = _base(args, "req", msgs=n, size=args.size, pubs=1, subs=1, inflight=args.inflight)
-    _rates(result, n, n * args.size * 2, elapsed)
-    result["requests"] = n
-    result["duration"] = duration
-    result["latency_us"] = {
-        "p50": round(percentile(latencies, 50) * 1e6, 1),
-        "p90": round(percentile(latencies, 90) * 1e6, 1),
-        "p99": round(percentile(latencies, 99) * 1e6, 1),
-        "max": round((latencies[-1] if latencies else 0.0) * 1e6, 1),
-    }
-    return result
+    await responder.subscribe(subject, cb=respond)
+    return None
 
 
-async def bench_micro(args: argparse.Namespace) -> dict[str, Any]:
-    """``req`` with the responder a ``nats.micro`` service endpoint."""
+async def _serve_micro(responder: Any, subject: str) -> Any:
     from nats.micro import add_service
 
+    async def echo(req: Any) -> None:
+        await req.respond(req.data)
+
+    svc = await add_service(responder, name="natspy-bench", version="1.0.0")
+    await svc.add_endpoint(name="echo", subject=subject, handler=echo)
+    return svc
+
+
+async def bench_req(args: argparse.Namespace, workload: str = "req") -> dict[str, Any]:
+    """Requests to an echo responder: a plain subscription (``req``) or a ``nats.micro``
+    service endpoint (``micro``)."""
     duration = args.duration
     if duration is None and args.msgs is None:
         duration = 5.0
-    responder = await _connect(args, "natspy-bench-micro-0")
-    requester = await _connect(args, "natspy-bench-micro-1")
+    responder = await _connect(args, f"natspy-bench-{workload}-0")
+    requester = await _connect(args, f"natspy-bench-{workload}-1")
     latencies: list[float] = []
     try:
-
-        async def echo(req: Any) -> None:
-            await req.respond(req.data)
-
-        svc = await add_service(responder, name="natspy-bench", version="1.0.0")
-        await svc.add_endpoint(name="echo", subject=args.subject, handler=echo)
+        serve = _serve_micro if workload == "micro" else _serve_plain
+        svc = await serve(responder, args.subject)
         await _confirm(responder)
         payload = b"x" * args.size
         perf = time.perf_counter
@@ -383,13 +337,14 @@ async def bench_micro(args: argparse.Namespace) -> dict[str, Any]:
             "requesting",
         )
         elapsed = perf() - start
-        await svc.stop()
+        if svc is not None:
+            await svc.stop()
     finally:
         await responder.close()
         await requester.close()
     n = len(latencies)
     latencies.sort()
-    result = _base(args, "micro", msgs=n, size=args.size, pubs=1, subs=1,
+    result = _base(args, workload, msgs=n, size=args.size, pubs=1, subs=1,
                    inflight=args.inflight)
     _rates(result, n, n * args.size * 2, elapsed)
     result["requests"] = n
@@ -564,7 +519,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.workload == "obj":
         return await bench_obj(args)
     if args.workload == "micro":
-        return await bench_micro(args)
+        return await bench_req(args, "micro")
     if args.workload == "pub":
         return await bench_pub(args)
     if args.workload == "pub-plain":

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
@@ -40,6 +40,8 @@ __all__ = [
     "first_error",
     "percentile",
     "rates",
+    "request_result",
+    "run_requests",
     "sleep",
 ]
 
@@ -189,3 +191,81 @@ def sleep(clock: IReactorTime, seconds: float) -> Deferred[None]:
     d: Deferred[None] = Deferred()
     clock.callLater(seconds, d.callback, None)
     return d
+
+
+async def run_requests(
+    clock: IReactorTime,
+    requester: Client,
+    subject: str,
+    payload: bytes,
+    *,
+    msgs: int | None,
+    duration: float | None,
+    inflight: int,
+    timeout: float,
+    progress: ProgressSink | None,
+) -> tuple[list[float], float]:
+    """``inflight`` sequential request loops to ``subject`` until ``duration`` seconds
+    have passed or ``msgs`` requests were made (``duration`` wins); returns the
+    latencies (seconds, from ``request()`` to its Deferred firing) and the elapsed time.
+    """
+    latencies: list[float] = []
+    perf = time.perf_counter
+    remaining = [msgs or 0]
+    started = [perf()]
+
+    async def worker() -> None:
+        request = requester.request
+        append = latencies.append
+        deadline = started[0] + (duration or 0.0)
+        while True:
+            if duration is not None:
+                if perf() >= deadline:
+                    return
+            elif remaining[0] <= 0:
+                return
+            else:
+                remaining[0] -= 1
+            t0 = perf()
+            await request(subject, payload, timeout)
+            append(perf() - t0)
+
+    if progress is not None:
+        if duration is None:
+            progress.begin("Requesting", msgs or 0, lambda: len(latencies))
+        else:
+            span = duration
+            progress.begin(
+                "Requesting", span, lambda: min(span, max(0.0, perf() - started[0]))
+            )
+    started[0] = perf()
+    try:
+        everything = gatherResults(
+            [ensureDeferred(worker()) for _ in range(inflight)], consumeErrors=True
+        ).addErrback(first_error)
+        await await_progress(clock, everything, lambda: len(latencies), "requesting")
+    finally:
+        if progress is not None:
+            progress.end()
+    return latencies, perf() - started[0]
+
+
+def request_result(
+    workload: str, reactor: object, latencies: list[float], size: int, inflight: int,
+    duration: float | None, elapsed: float,
+) -> Result:
+    """The result of a request workload: rates, and latency percentiles in µs."""
+    latencies.sort()
+    n = len(latencies)
+    result = base(workload, reactor, msgs=n, size=size, pubs=1, subs=1, inflight=inflight)
+    rates(result, n, n * size * 2, elapsed)
+    result["requests"] = n
+    result["duration"] = duration
+    top = latencies[-1] if latencies else 0.0
+    result["latency_us"] = {
+        "p50": round(percentile(latencies, 50) * 1e6, 1),
+        "p90": round(percentile(latencies, 90) * 1e6, 1),
+        "p99": round(percentile(latencies, 99) * 1e6, 1),
+        "max": round(top * 1e6, 1),
+    }
+    return result

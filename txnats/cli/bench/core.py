@@ -36,8 +36,9 @@ from txnats.cli.bench._common import (
     close_all,
     connect_many,
     first_error,
-    percentile,
     rates,
+    request_result,
+    run_requests,
     sleep,
 )
 from txnats.client import Client
@@ -459,7 +460,6 @@ async def bench_req(
     clock: IReactorTime = reactor  # type: ignore[assignment]
     clients = await connect_many(reactor, servers, 2, "txnats-bench-req", options or {})
     responder, requester = clients
-    latencies: list[float] = []
     try:
 
         def respond(msg: Msg) -> None:
@@ -467,79 +467,12 @@ async def bench_req(
 
         responder.subscribe(subject, respond)
         await _confirm([responder])
-        payload = b"x" * size
-        perf = time.perf_counter
-        remaining: list[int] = [msgs or 0]
-        deadline = [0.0]
-
-        async def worker() -> None:
-            request = requester.request
-            append = latencies.append
-            while True:
-                if duration is not None:
-                    if perf() >= deadline[0]:
-                        return
-                elif remaining[0] <= 0:
-                    return
-                else:
-                    remaining[0] -= 1
-                t0 = perf()
-                await request(subject, payload, timeout)
-                append(perf() - t0)
-
-        started = _begin_requesting(progress, duration, msgs or 0, lambda: len(latencies))
-        start = started[0] = perf()
-        deadline[0] = start + (duration or 0.0)
-        try:
-            everything = gatherResults(
-                [ensureDeferred(worker()) for _ in range(inflight)], consumeErrors=True
-            ).addErrback(first_error)
-            await await_progress(clock, everything, lambda: len(latencies), "requesting")
-        finally:
-            if progress is not None:
-                progress.end()
-        elapsed = perf() - start
+        latencies, elapsed = await run_requests(
+            clock, requester, subject, b"x" * size, msgs=msgs, duration=duration,
+            inflight=inflight, timeout=timeout, progress=progress,
+        )
     finally:
         await close_all(clients)
-    n = len(latencies)
-    latencies.sort()
-    result = base("req", reactor, msgs=n, size=size, pubs=1, subs=1, inflight=inflight)
-    rates(result, n, n * size * 2, elapsed)
-    result["requests"] = n
-    result["duration"] = duration
-    result["latency_us"] = _latency_us(latencies)
-    return result
-
-
-def _begin_requesting(
-    progress: ProgressSink | None, duration: float | None, msgs: int, done: Callable[[], int]
-) -> list[float]:
-    """Start ``req``'s progress display; return the start time its callback reads.
-
-    The caller stores its clock's start in the list once the clock starts. A sink may
-    call the callback as soon as :meth:`ProgressSink.begin` is given it (the terminal
-    bar draws at once), so the list holds a time from the start.
-    """
-    started = [time.perf_counter()]
-    if progress is None:
-        return started
-    if duration is None:
-        progress.begin("Requesting", msgs, done)
-    else:
-        span = duration
-        perf = time.perf_counter
-        progress.begin("Requesting", span, lambda: min(span, max(0.0, perf() - started[0])))
-    return started
-
-
-def _latency_us(sorted_latencies: Sequence[float]) -> dict[str, float]:
-    """p50, p90, p99 and max of latencies in seconds (sorted), in microseconds."""
-    top = sorted_latencies[-1] if sorted_latencies else 0.0
-    return {
-        "p50": round(percentile(sorted_latencies, 50) * 1e6, 1),
-        "p90": round(percentile(sorted_latencies, 90) * 1e6, 1),
-        "p99": round(percentile(sorted_latencies, 99) * 1e6, 1),
-        "max": round(top * 1e6, 1),
-    }
+    return request_result("req", reactor, latencies, size, inflight, duration, elapsed)
 
 
