@@ -4,25 +4,18 @@ as :class:`~txnats.jetstream.kv.Entry` objects.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
-from txnats._args import check_count, check_timeout
-from txnats.errors import (
-    BucketNotFoundError,
-    KeyValueError,
-    NatsError,
-    StreamNotFoundError,
-    SubscriptionClosedError,
-    TimeoutError,
-)
+from txnats._args import check_count
+from txnats.errors import BucketNotFoundError, KeyValueError, NatsError
 from txnats.jetstream._api import bucket_not_found
 from txnats.jetstream._kv_entry import PUT, Entry, operation, time_from_ns
+from txnats.jetstream._watch import Watcher
 from txnats.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
@@ -33,14 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["KeyLister", "KeyWatcher"]
 
 
-class _End:
-    """What a waiting reader gets when the watcher stops."""
-
-
-_END: Final = _End()
-
-
-class KeyWatcher:
+class KeyWatcher(Watcher[Entry]):
     """Entries of the watched keys as they change; from :meth:`KeyValue.watch`.
 
     ``async for entry in watcher`` gives :class:`Entry` objects, and ``None`` once
@@ -60,6 +46,9 @@ class KeyWatcher:
     pass ``max_pending`` by what the server had sent before it asked).
     """
 
+    _name = "key watcher"
+    _update = "key-value update"
+
     def __init__(
         self,
         kv: KeyValue,
@@ -72,20 +61,14 @@ class KeyWatcher:
         resume_from_revision: int | None = None,
         max_pending: int = 4096,
     ) -> None:
+        super().__init__(kv.js.client.clock, max_pending)
         self.kv = kv
-        self._max_pending = check_count("max_pending", max_pending)
         #: The revision of the last entry given (0: none yet).
         self.last_revision = 0
         self._prefix = kv.subject_prefix
         self._ignore_deletes = ignore_deletes
         self._updates_only = updates_only
-        self._queue: deque[Entry | None] = deque()
-        self._waiters: deque[Deferred[Entry | _End | None]] = deque()
-        self._error: NatsError | None = None
-        self._stopped = False
-        self._init_done = False
         self._init_pending: int | None = None
-        self._received = 0
         self._started = False
         policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
         start: int | None = None
@@ -152,124 +135,8 @@ class KeyWatcher:
             if meta.num_pending == 0 or self._received > self._init_pending:
                 self._initial_done()
 
-    def _initial_done(self) -> None:
-        if not self._init_done:
-            self._init_done = True
-            self._push(None)
-
-    def _push(self, item: Entry | None) -> None:
-        if self._waiters:
-            self._waiters.popleft().callback(item)
-            return
-        self._queue.append(item)
-        if len(self._queue) >= self._max_pending:
-            self._consumer.hold_flow_control = True
-
-    def _taken(self) -> None:
-        c = self._consumer
-        if c.hold_flow_control and len(self._queue) <= self._max_pending // 2:
-            c.hold_flow_control = False
-            c.release_flow_control()
-
-    @property
-    def pending(self) -> int:
-        """Entries received and not read yet."""
-        return len(self._queue)
-
-    def _on_error(self, e: NatsError) -> None:
-        if self._stopped:
-            return
-        if isinstance(e, StreamNotFoundError):
-            err: NatsError = BucketNotFoundError(f"key-value bucket {self.kv.bucket!r} is gone")
-            err.__cause__ = e
-            e = err
-        self._error = e
-        self._stopped = True
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
-            w.errback(Failure(e))
-
-    # ------------------------------------------------------------------ reading
-    def stop(self) -> None:
-        """Stop watching (the consumer is deleted); entries not yet read are dropped
-        and ``async for`` ends. Stopping twice is harmless."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._consumer.stop()
-        self._queue.clear()
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
-            w.callback(_END)
-
-    @property
-    def stopped(self) -> bool:
-        """True once stopped, by :meth:`stop` or by an error."""
-        return self._stopped
-
-    def _next(self) -> Deferred[Entry | _End | None]:
-        if self._queue:
-            d: Deferred[Entry | _End | None] = Deferred()
-            d.callback(self._queue.popleft())
-            self._taken()
-            return d
-        if self._error is not None:
-            return fail(self._error)
-        if self._stopped:
-            d = Deferred()
-            d.callback(_END)
-            return d
-        d = Deferred(self._waiters.remove)
-        self._waiters.append(d)
-        return d
-
-    def next_update(self, timeout: float | None = None) -> Deferred[Entry | None]:
-        """The next entry (or the ``None`` marker). Fails with :class:`TimeoutError`
-        after ``timeout`` seconds, with :class:`SubscriptionClosedError` once stopped.
-        Cancelling it withdraws the read; no entry is lost. A bad ``timeout`` (finite
-        and above zero, or ``None`` for no limit) fails it with
-        :class:`InvalidArgumentError` and takes nothing from the queue."""
-        try:
-            check_timeout("timeout", timeout)
-        except NatsError as e:
-            return fail(e)
-        d = self._next()
-
-        def ended(item: Entry | _End | None) -> Entry | None:
-            if isinstance(item, _End):
-                raise SubscriptionClosedError("the key watcher was stopped")
-            return item
-
-        out = d.addCallback(ended)
-        if timeout is not None and not out.called:
-
-            def timed_out(result: object, t: float) -> Failure:
-                return Failure(TimeoutError(f"no key-value update within {t}s"))
-
-            out.addTimeout(timeout, self.kv.js.client.clock, onTimeoutCancel=timed_out)
-        return out
-
-    def __aiter__(self) -> KeyWatcher:
-        return self
-
-    async def __anext__(self) -> Entry | None:
-        if self._queue:
-            first = self._queue.popleft()
-            self._taken()
-            return first
-        item = await self._next()
-        if isinstance(item, _End):
-            raise StopAsyncIteration
-        return item
-
-    async def __aenter__(self) -> KeyWatcher:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _gone(self) -> NatsError:
+        return BucketNotFoundError(f"key-value bucket {self.kv.bucket!r} is gone")
 
 
 class KeyLister:

@@ -5,25 +5,16 @@ consumer (made again after a reconnection or a server restart).
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnats._args import check_count, check_timeout
-from txnats.errors import (
-    BucketNotFoundError,
-    NatsError,
-    ObjectStoreError,
-    StreamNotFoundError,
-    SubscriptionClosedError,
-    TimeoutError,
-)
+from txnats.errors import BucketNotFoundError, NatsError, ObjectStoreError, StreamNotFoundError
 from txnats.jetstream._obj_info import ObjectInfo
+from txnats.jetstream._watch import Watcher
 from txnats.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
@@ -36,14 +27,7 @@ __all__ = ["ObjectWatcher"]
 log = Logger()
 
 
-class _End:
-    """What a waiting reader gets once the watcher stopped."""
-
-
-_END: Final = _End()
-
-
-class ObjectWatcher:
+class ObjectWatcher(Watcher[ObjectInfo]):
     """Changes to the objects of a bucket: from ``store.watch()``.
 
     ``async for info in watcher`` gives an :class:`ObjectInfo` for every object (its
@@ -57,21 +41,17 @@ class ObjectWatcher:
     server's flow control requests go unanswered until the reader has taken half.
     """
 
+    _name = "object watcher"
+    _update = "object store update"
+
     def __init__(
         self, js: JetStreamContext, bucket: str, *, include_history: bool = False,
         ignore_deletes: bool = False, updates_only: bool = False, max_pending: int = 4096,
     ) -> None:
+        super().__init__(js.client.clock, max_pending)
         self.bucket = bucket
-        self._clock = js.client.clock
-        self._max = check_count("max_pending", max_pending)
         self._ignore_deletes = ignore_deletes
         self._updates_only = updates_only
-        self._queue: deque[ObjectInfo | None] = deque()
-        self._waiters: deque[Deferred[ObjectInfo | _End | None]] = deque()
-        self._error: NatsError | None = None
-        self._stopped = False
-        self._init_done = False
-        self._received = 0
         self._last_seq = 0
         policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
         self._consumer = OrderedConsumer(
@@ -117,104 +97,5 @@ class ObjectWatcher:
         if not self._init_done and meta.num_pending == 0:
             self._initial_done()
 
-    def _initial_done(self) -> None:
-        if not self._init_done:
-            self._init_done = True
-            self._push(None)
-
-    def _push(self, item: ObjectInfo | None) -> None:
-        if self._waiters:
-            self._waiters.popleft().callback(item)
-            return
-        self._queue.append(item)
-        if len(self._queue) >= self._max:
-            self._consumer.hold_flow_control = True
-
-    def _take(self) -> ObjectInfo | None:
-        item = self._queue.popleft()
-        c = self._consumer
-        if c.hold_flow_control and len(self._queue) <= self._max // 2:
-            c.hold_flow_control = False
-            c.release_flow_control()
-        return item
-
-    def _on_error(self, e: NatsError) -> None:
-        if self._stopped:
-            return
-        if isinstance(e, StreamNotFoundError):
-            err: NatsError = BucketNotFoundError(f"object store {self.bucket!r} is gone")
-            err.__cause__ = e
-            e = err
-        self._error = e
-        self._stopped = True
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
-            w.errback(Failure(e))
-
-    def stop(self) -> None:
-        """Stop watching (the consumer is deleted in the background); what was not read
-        is dropped and ``async for`` ends. Stopping twice is harmless."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._consumer.stop()
-        self._queue.clear()
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
-            w.callback(_END)
-
-    def _next(self) -> Deferred[ObjectInfo | _End | None]:
-        d: Deferred[ObjectInfo | _End | None]
-        if self._queue:
-            d = Deferred()
-            d.callback(self._take())
-            return d
-        if self._error is not None:
-            return fail(self._error)
-        if self._stopped:
-            d = Deferred()
-            d.callback(_END)
-            return d
-        d = Deferred(self._waiters.remove)
-        self._waiters.append(d)
-        return d
-
-    def next_update(self, timeout: float | None = None) -> Deferred[ObjectInfo | None]:
-        """The next info (or the ``None`` marker); :class:`TimeoutError` after
-        ``timeout`` seconds, :class:`SubscriptionClosedError` once stopped."""
-        try:
-            check_timeout("timeout", timeout)
-        except NatsError as e:
-            return fail(e)
-
-        def ended(item: ObjectInfo | _End | None) -> ObjectInfo | None:
-            if isinstance(item, _End):
-                raise SubscriptionClosedError("the object watcher was stopped")
-            return item
-
-        out = self._next().addCallback(ended)
-        if timeout is not None and not out.called:
-
-            def timed_out(result: object, t: float) -> Failure:
-                return Failure(TimeoutError(f"no object store update within {t}s"))
-
-            out.addTimeout(timeout, self._clock, onTimeoutCancel=timed_out)
-        return out
-
-    def __aiter__(self) -> ObjectWatcher:
-        return self
-
-    async def __anext__(self) -> ObjectInfo | None:
-        item = await self._next()
-        if isinstance(item, _End):
-            raise StopAsyncIteration
-        return item
-
-    async def __aenter__(self) -> ObjectWatcher:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _gone(self) -> NatsError:
+        return BucketNotFoundError(f"object store {self.bucket!r} is gone")
