@@ -19,6 +19,8 @@ private-access   No ``X._name`` (not a dunder) unless X is ``self``, ``cls``,
                  or ``_name`` is in the module's ``HOUSE_PRIVATE_OK = {"_name", ...}``
                  and a member of a typing.Protocol defined in or imported (by name) into
                  the module; a listed name no such Protocol declares is a violation.
+                 The standard library's public names that start with an underscore
+                 (``os._exit``, ``sys._getframe``) are allowed.
 docstring-style  No Google/NumPy sections (``Args:``, ``Returns:``, ``Raises:``...;
                  ``Parameters`` over ``----``) and no epytext: neither a field
                  starting a line (``@param``, ``@return(s)``, ``@raise(s)``, ``@ivar``,
@@ -186,6 +188,10 @@ def check_cycles(modules: list[Module]) -> Iterator[Violation]:
 
 
 # -- rule 4: private attributes ------------------------------------------------------
+#: Documented public names of the standard library that start with an underscore.
+STDLIB_PUBLIC = frozenset({"os._exit", "sys._getframe"})
+
+
 def protocols(mod: Module) -> dict[str, set[str]]:
     """The typing.Protocol classes at the top level of mod, each with its member names."""
     protocol = PROTOCOL_BASES | {
@@ -236,6 +242,7 @@ def check_private(mod: Module, all_protocols: dict[str, dict[str, set[str]]]
         x, attr = node.value, node.attr
         if ((attr.startswith("__") and attr.endswith("__")) or attr in listed & declared
                 or getattr(x, "id", None) in {"self", "cls", *own}
+                or ast.unparse(node) in STDLIB_PUBLIC
                 or (isinstance(x, ast.Call) and getattr(x.func, "id", None) == "super")):
             continue
         yield mod.path, node.lineno, "private-access", f"{ast.unparse(x)[-40:]}.{attr}"

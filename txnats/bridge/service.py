@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -36,20 +36,6 @@ __all__ = ["BridgeService"]
 
 log = Logger()
 
-#: ``os._exit`` is public (the underscore only says that it skips clean-up); the house
-#: rule wants every ``_name`` used on another object declared by a Protocol.
-HOUSE_PRIVATE_OK = {"_exit"}
-
-
-class _Exits(Protocol):
-    """What :func:`_exit_failed` uses of :mod:`os`."""
-
-    def _exit(self, status: int, /) -> NoReturn: ...
-
-
-_os: _Exits = os
-
-
 def _exit_failed() -> None:
     """End the process with status 1 once twistd has cleaned up (it has no way to say
     that a service failed: it exits 0 unless a signal stopped it)."""
@@ -58,7 +44,7 @@ def _exit_failed() -> None:
             stream.flush()
         except Exception:  # closed or redirected away: nothing to flush
             pass
-    _os._exit(1)
+    os._exit(1)
 
 
 class BridgeService(Service):
