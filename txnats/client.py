@@ -175,7 +175,6 @@ class Client(Publisher):
             raise InvalidArgumentTypeError(f"a status listener must be callable, not {fn!r}")
         return self._listeners.add(fn)
 
-
     def _update_writer(self) -> None:
         """Publishes go straight to the protocol only while connected (or draining subs)."""
         writable = self._state in (_S.CONNECTED, _S.DRAINING_SUBS)
