@@ -362,18 +362,23 @@ BENCH_STREAM = "TXNATS_BENCH"
 BENCH_BUCKET = "txnats_bench"
 
 
-async def bench_js_pub(args: argparse.Namespace) -> dict[str, Any]:
+async def _fresh_stream(js: Any, subject: str) -> None:
+    """An empty memory stream BENCH_STREAM taking ``subject`` (an old one deleted)."""
     from nats.js.api import StorageType
     from nats.js.errors import NotFoundError
 
+    try:
+        await js.delete_stream(BENCH_STREAM)
+    except NotFoundError:
+        pass
+    await js.add_stream(name=BENCH_STREAM, subjects=[subject], storage=StorageType.MEMORY)
+
+
+async def bench_js_pub(args: argparse.Namespace) -> dict[str, Any]:
     nc = await _connect(args, "natspy-bench-js")
     try:
         js = nc.jetstream(publish_async_max_pending=4000)
-        try:
-            await js.delete_stream(BENCH_STREAM)
-        except NotFoundError:
-            pass
-        await js.add_stream(name=BENCH_STREAM, subjects=[args.subject], storage=StorageType.MEMORY)
+        await _fresh_stream(js, args.subject)
         payload = b"x" * args.size
         acked = [0]
 
@@ -405,17 +410,12 @@ async def bench_consume(args: argparse.Namespace, batch: int = 1000) -> dict[str
     """Fill a memory stream (not timed), then drain a pull consumer (ack policy none)
     the fastest way nats-py offers: a loop of fetch(batch). The clock runs from the
     first fetch to the last message handled."""
-    from nats.js.api import AckPolicy, ConsumerConfig, StorageType
-    from nats.js.errors import NotFoundError
+    from nats.js.api import AckPolicy, ConsumerConfig
 
     nc = await _connect(args, "natspy-bench-consume")
     try:
         js = nc.jetstream(publish_async_max_pending=4000)
-        try:
-            await js.delete_stream(BENCH_STREAM)
-        except NotFoundError:
-            pass
-        await js.add_stream(name=BENCH_STREAM, subjects=[args.subject], storage=StorageType.MEMORY)
+        await _fresh_stream(js, args.subject)
         payload = b"x" * args.size
         for _ in range(args.msgs):
             await js.publish_async(args.subject, payload)
