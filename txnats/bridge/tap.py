@@ -175,6 +175,10 @@ class Options(usage.Options):
 
 def makeService(options: Options) -> IService:
     """The bridge service for ``twistd``/``twist`` (on the reactor they installed)."""
+    # The one place the global reactor is taken: twistd's IServiceMaker.makeService
+    # receives only the options, after twistd installed the reactor it chose. Everything
+    # below is given it (BridgeService(config, reactor)); tests build BridgeService
+    # with their own.
     from twisted.internet import reactor
 
     from txnats.bridge.service import BridgeService
