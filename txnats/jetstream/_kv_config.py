@@ -109,7 +109,6 @@ def _source(origin: str | Mapping[str, Any], what: str) -> dict[str, Any]:
     return out
 
 
-# long-function: one flat table of the stream's fields, each checked where it is set.
 def bucket_stream_config(
     bucket: str,
     *,
@@ -148,27 +147,8 @@ def bucket_stream_config(
 
     Raises :class:`InvalidArgumentError`, naming the argument, on a bad name or value.
     """
-    check_bucket(bucket)
-    check_count("history", history)
-    if history > MAX_HISTORY:
-        raise InvalidArgumentError(f"history must be at most {MAX_HISTORY}, not {history!r}")
-    if ttl is not None:
-        check_delay("ttl", ttl)
-    if max_value_size is not None:
-        check_count("max_value_size", max_value_size, minimum=0)
-    if max_bytes is not None:
-        check_count("max_bytes", max_bytes, minimum=0)
-    if storage not in ("file", "memory"):
-        raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
-    check_count("replicas", replicas)
-    if limit_marker_ttl is not None:
-        check_delay("limit_marker_ttl", limit_marker_ttl)
-        if 0 < limit_marker_ttl < 1:
-            raise InvalidArgumentError(
-                f"limit_marker_ttl must be at least 1 second, not {limit_marker_ttl!r}"
-            )
-    if mirror is not None and sources:
-        raise InvalidArgumentError("a bucket mirrors one bucket or has sources, not both")
+    _check_bucket_args(bucket, history, ttl, max_value_size, max_bytes, storage, replicas,
+                       limit_marker_ttl, mirror is not None and bool(sources))
     window = _MAX_DUPLICATE_WINDOW
     if ttl and ttl < window:
         window = ttl
@@ -205,6 +185,44 @@ def bucket_stream_config(
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise InvalidArgumentError("bucket metadata must map strings to strings")
         cfg["metadata"] = dict(metadata)
+    _copy_topology(cfg, bucket, mirror, sources)
+    return cfg
+
+
+def _check_bucket_args(
+    bucket: str, history: int, ttl: float | None, max_value_size: int | None,
+    max_bytes: int | None, storage: str, replicas: int, limit_marker_ttl: float | None,
+    both_topologies: bool,
+) -> None:
+    """:func:`bucket_stream_config`'s checks, each naming its argument."""
+    check_bucket(bucket)
+    check_count("history", history)
+    if history > MAX_HISTORY:
+        raise InvalidArgumentError(f"history must be at most {MAX_HISTORY}, not {history!r}")
+    if ttl is not None:
+        check_delay("ttl", ttl)
+    if max_value_size is not None:
+        check_count("max_value_size", max_value_size, minimum=0)
+    if max_bytes is not None:
+        check_count("max_bytes", max_bytes, minimum=0)
+    if storage not in ("file", "memory"):
+        raise InvalidArgumentError(f"storage must be 'file' or 'memory', not {storage!r}")
+    check_count("replicas", replicas)
+    if limit_marker_ttl is not None:
+        check_delay("limit_marker_ttl", limit_marker_ttl)
+        if 0 < limit_marker_ttl < 1:
+            raise InvalidArgumentError(
+                f"limit_marker_ttl must be at least 1 second, not {limit_marker_ttl!r}"
+            )
+    if both_topologies:
+        raise InvalidArgumentError("a bucket mirrors one bucket or has sources, not both")
+
+
+def _copy_topology(
+    cfg: dict[str, Any], bucket: str, mirror: str | Mapping[str, Any] | None,
+    sources: Sequence[str | Mapping[str, Any]] | None,
+) -> None:
+    """Make ``cfg`` mirror one bucket or source several (keys keep their names)."""
     if mirror is not None:
         cfg["mirror"] = _source(mirror, "mirror")
         cfg["mirror_direct"] = True
@@ -220,4 +238,3 @@ def bucket_stream_config(
                 ]
             srcs.append(src)
         cfg["sources"] = srcs
-    return cfg
