@@ -636,8 +636,10 @@ class JetStreamContext:
         """Read ``stream`` in order, each message once (ADR-17), recreating the consumer
         after a gap, missed heartbeats or a reconnection.
 
-        With a ``handler``, fires with the running :class:`OrderedConsumer`; without
-        one, with :class:`OrderedMessages` for ``async for``. Options:
+        With a ``handler``, fires with the running :class:`OrderedConsumer`; the
+        handler may be called before that, since the server can deliver the first
+        messages ahead of its answer to the consumer's creation. Without a handler,
+        fires with :class:`OrderedMessages` for ``async for``. Options:
         ``filter_subjects``, ``deliver_policy``, ``opt_start_seq``, ``headers_only``,
         ``heartbeat`` (seconds), ``on_error`` (with a handler).
         """
