@@ -120,17 +120,19 @@ class IJsMsg(IMsg):
 
 
 class IKeyValue(Interface):
-    """A key-value bucket (ADR-8). Every operation returns a Deferred."""
+    """A key-value bucket (ADR-8). Every operation returns a Deferred, except
+    ``list_keys`` (an async iterator)."""
 
     bucket = Attribute("The bucket's name (str).")
 
     def get(key: str, revision: int | None = None) -> object:
         """The latest Entry (or the one at ``revision``)."""
 
-    def put(key: str, value: bytes) -> object:
-        """Store ``value``; fires with the revision."""
+    def put(key: str, value: bytes, *, ttl: float | None = None) -> object:
+        """Store ``value``; fires with the revision. ``ttl`` (seconds, ADR-48) needs a
+        bucket with per-key TTLs and ``history=1``."""
 
-    def create(key: str, value: bytes) -> object:
+    def create(key: str, value: bytes, *, ttl: float | None = None) -> object:
         """Store ``value`` only if ``key`` has none; fires with the revision."""
 
     def update(key: str, value: bytes, last: int) -> object:
@@ -139,35 +141,102 @@ class IKeyValue(Interface):
     def delete(key: str, last: int | None = None) -> object:
         """Mark ``key`` deleted (history kept)."""
 
-    def purge(key: str, last: int | None = None) -> object:
-        """Mark ``key`` purged (history removed)."""
+    def purge(key: str, last: int | None = None, *, ttl: float | None = None) -> object:
+        """Mark ``key`` purged (history removed); ``ttl`` makes the marker expire."""
+
+    def purge_deletes(older_than: float = 1800.0) -> object:
+        """Remove delete and purge markers older than ``older_than`` seconds."""
 
     def keys(key_pattern: Any = ">") -> object:
-        """The keys holding a value."""
+        """The keys holding a value, as a list."""
+
+    def list_keys(key_pattern: Any = ">") -> object:
+        """The keys holding a value, one at a time: ``async for key in ...``."""
 
     def history(key: str) -> object:
         """Every Entry still stored for ``key``, oldest first."""
 
-    def watch(key_pattern: Any = ">") -> object:
-        """A KeyWatcher: ``async for entry in watcher``."""
+    def watch(
+        key_pattern: Any = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+        resume_from_revision: int | None = None,
+        max_pending: int = 4096,
+    ) -> object:
+        """A KeyWatcher: ``async for entry in watcher``; a None entry marks the end
+        of the initial values."""
 
     def status() -> object:
         """The bucket's status."""
 
+    def destroy() -> object:
+        """Delete the bucket and everything in it."""
+
 
 class IObjectStore(Interface):
-    """An object store bucket (ADR-20). Every operation returns a Deferred."""
+    """An object store bucket (ADR-20). Every operation returns a Deferred, except
+    ``get_chunks`` (an async iterator) and ``put_writer`` (an IConsumer)."""
 
     bucket = Attribute("The bucket's name (str).")
 
-    def put(name: str, data: Any) -> object:
-        """Store an object (bytes or a binary file object); fires with its ObjectInfo."""
+    def put(
+        name: str,
+        data: Any,
+        *,
+        description: str | None = None,
+        headers: Any = None,
+        metadata: Any = None,
+        chunk_size: int = 128 * 1024,
+    ) -> object:
+        """Store an object from bytes, a binary file object, an async iterator of
+        chunks or an IBodyProducer, chunk by chunk; fires with its ObjectInfo."""
+
+    def put_writer(
+        name: str,
+        *,
+        description: str | None = None,
+        headers: Any = None,
+        metadata: Any = None,
+        chunk_size: int = 128 * 1024,
+    ) -> object:
+        """An IConsumer to register a producer on; its ``done`` fires with the
+        ObjectInfo."""
 
     def get(name: str) -> object:
-        """The object's bytes, checked against its digest."""
+        """The object's bytes, checked against its digest (for small objects)."""
+
+    def get_chunks(name: str) -> object:
+        """The object's chunks: ``async for chunk in ...``, checked at the end."""
+
+    def get_to_file(name: str, target: Any) -> object:
+        """Write the object to a path (atomically) or a binary file object; fires
+        with its ObjectInfo."""
+
+    def get_to_consumer(name: str, consumer: Any) -> object:
+        """Write the object to an IConsumer; fires with its ObjectInfo."""
 
     def get_info(name: str, show_deleted: bool = False) -> object:
         """The object's ObjectInfo."""
+
+    def update_meta(
+        name: str,
+        *,
+        new_name: str | None = None,
+        description: Any = None,
+        headers: Any = None,
+        metadata: Any = None,
+    ) -> object:
+        """Rename the object or change its description, headers or metadata; what is
+        not given is kept."""
+
+    def add_link(name: str, target: Any) -> object:
+        """A link to another object (an ObjectInfo)."""
+
+    def add_bucket_link(name: str, bucket: Any) -> object:
+        """A link to another bucket."""
 
     def delete(name: str) -> object:
         """Delete the object."""
@@ -175,5 +244,14 @@ class IObjectStore(Interface):
     def list(show_deleted: bool = False) -> object:
         """Every object's ObjectInfo."""
 
+    def watch(
+        *, include_history: bool = False, ignore_deletes: bool = False,
+        updates_only: bool = False, max_pending: int = 4096,
+    ) -> object:
+        """An ObjectWatcher: ``async for info in watcher``."""
+
     def status() -> object:
         """The store's status."""
+
+    def seal() -> object:
+        """Seal the store: no more changes."""
