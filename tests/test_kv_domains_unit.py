@@ -160,7 +160,9 @@ class TopologyArgumentTests(SynchronousTestCase):
         ext = bucket_stream_config("m", mirror={
             "bucket": "o", "external": {"api": "$JS.acc.API", "deliver": "deliver.acc"},
         })
-        self.assertEqual(ext["mirror"]["external"], {"api": "$JS.acc.API", "deliver": "deliver.acc"})
+        self.assertEqual(
+            ext["mirror"]["external"], {"api": "$JS.acc.API", "deliver": "deliver.acc"}
+        )
 
 
 def mirror_info(name: str, origin: str, api: str | None) -> StreamInfo:
