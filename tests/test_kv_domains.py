@@ -31,6 +31,7 @@ from txnats.errors import (
     BucketNotFoundError,
     KeyDeletedError,
     NatsError,
+    NoStreamResponseError,
 )
 from txnats.jetstream.kv import DEL, PUT, Entry, KeyValue, KeyWatcher
 from txnats.testing import NatsServer, ServerStartError
@@ -207,6 +208,19 @@ class CrossDomainKeyValueTests(HubAndLeafPerClass, TestCase):
         self.assertEqual(await bounded(remote.keys()), ["k"])
         with self.assertRaises(BucketNotFoundError):  # not in the hub
             await bounded(nh.jetstream().key_value("cross2"))
+
+    async def test_a_keys_own_subject_does_not_cross_domains(self) -> None:
+        """Why writes go through the API prefix: published from the leaf on its own
+        subject, a key of a hub bucket reaches no stream (nats-py's KV, which does
+        so, fails this way through a domain); through ``$JS.hub.API`` it is stored."""
+        nl, nh = await self.client("leaf"), await self.client("hub")
+        on_hub = await self.bucket(nh, "cross6")
+        local = nl.jetstream()
+        with self.assertRaises(NoStreamResponseError):
+            await bounded(local.publish("$KV.cross6.k", b"bare", retry_attempts=0))
+        ack = await bounded(local.publish("$JS.hub.API.$KV.cross6.k", b"prefixed"))
+        self.assertEqual((ack.stream, ack.domain), ("KV_cross6", "hub"))
+        self.assertEqual((await bounded(on_hub.get("k"))).value, b"prefixed")
 
     # ---------------------------------------------------------------- 2. a mirror
     async def test_leaf_mirror_of_a_hub_bucket(self) -> None:
