@@ -127,6 +127,34 @@ class StreamTests(BridgeCase):
         await wait_until(lambda: sse.proto.data.count(b": keep-alive\n\n") >= 2,
                          what="two keep-alive comments")
 
+    async def test_websocket_pings_on_an_idle_stream(self) -> None:
+        """An idle WebSocket gets a ping every KEEPALIVE seconds; answered, it stays open."""
+        from txnats.bridge import _sse
+
+        # (autobahn runs its timers in 0.2 s batches: a shorter interval means nothing)
+        self.patch(_sse, "KEEPALIVE", 0.4)
+        url = await self.bridge()
+        ws = await WsClient.open(url, "/v1/subscribe/bridge.idle")
+        self.addCleanup(ws.close)
+        await ws.wait_for(lambda f: f and f[0] == {"subscribed": "bridge.idle"})
+        await wait_until(lambda: ws.pings >= 3, what="three WebSocket pings")
+        # A pong answered each: nothing was dropped for want of one (timeout 0.8 s).
+        self.assertIsNone(ws.closed)
+
+    async def test_websocket_unanswered_pings_drop_the_client(self) -> None:
+        """A client that stops answering pings is dropped (twice KEEPALIVE after a ping),
+        and its subscription ends with it."""
+        from txnats.bridge import _sse
+
+        self.patch(_sse, "KEEPALIVE", 0.4)
+        url = await self.bridge()
+        ws = await WsClient.open(url, "/v1/subscribe/bridge.gone")
+        await ws.wait_for(lambda f: f and f[0] == {"subscribed": "bridge.gone"})
+        ws.answer_pings = False
+        await wait_until(lambda: ws.closed is not None, 10, "the bridge dropping the client")
+        self.assertGreaterEqual(ws.pings, 1)
+        await wait_until(lambda: not self.service.ctx.streams, what="the stream ended")
+
     async def test_websocket_receives_published_messages(self) -> None:
         """The same route upgraded to a WebSocket: a {"subscribed"} frame, then one JSON
         frame per message; a queue group (?queue=) splits messages with another member."""

@@ -196,6 +196,11 @@ class _WsProto(WebSocketClientProtocol):  # type: ignore[misc]
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
         self.factory.client.frames.append(json.loads(payload))
 
+    def onPing(self, payload: bytes) -> None:
+        self.factory.client.pings += 1
+        if self.factory.client.answer_pings:
+            super().onPing(payload)
+
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         client = self.factory.client
         client.closed = (code, reason)
@@ -209,6 +214,9 @@ class WsClient:
 
     def __init__(self) -> None:
         self.frames: list[Any] = []
+        self.pings = 0
+        #: False: pings go unanswered (a client that has vanished without closing).
+        self.answer_pings = True
         self.opened = False
         self.closed: tuple[int | None, str | None] | None = None
         self.close_waiters: list[Deferred[None]] = []

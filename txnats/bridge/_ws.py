@@ -3,7 +3,9 @@
 Text frames, JSON: ``{"subscribed": subject}`` once the server has the subscription,
 one message per NATS message (see :func:`~txnats.bridge._stream.message_dict`), and
 ``{"dropped": n}`` where n messages were dropped because the client did not keep up.
-What the client sends is ignored.
+What the client sends is ignored. The bridge pings an idle connection every
+:data:`~txnats.bridge._sse.KEEPALIVE` seconds (as SSE streams get keep-alive comments) and
+drops a client that has not answered for twice that.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.server import Request
 
+from txnats.bridge import _sse
 from txnats.bridge._stream import Pump, dropped_json, message_dict
 from txnats.bridge.context import BridgeContext
 from txnats.protocol.events import Msg
@@ -61,7 +64,9 @@ class _SubscribeProtocol(WebSocketServerProtocol):  # type: ignore[misc]
         nc.flush().addCallbacks(lambda _: self._confirm(sent), self._flush_failed)
 
     def _confirm(self, frame: bytes) -> None:
-        if not self._closed:
+        # A dropped connection is CLOSED at once, but onClose only follows once the
+        # transport has gone.
+        if not self._closed and self.state == self.STATE_OPEN:
             self.sendMessage(frame, isBinary=False)
 
     def _flush_failed(self, failure: Failure) -> None:
@@ -96,6 +101,10 @@ def serve_websocket(
     """Take the request's connection over as a WebSocket subscribed to ``subject``."""
     factory = WebSocketServerFactory()
     factory.protocol = _SubscribeProtocol
+    # Proxies close quiet connections; a client that stopped answering pings is gone.
+    factory.setProtocolOptions(
+        autoPingInterval=_sse.KEEPALIVE, autoPingTimeout=2 * _sse.KEEPALIVE
+    )
     factory.bridge_ctx = ctx
     factory.bridge_subject = subject
     factory.bridge_queue = queue
