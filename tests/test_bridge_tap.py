@@ -204,6 +204,24 @@ class ProcessTests(TestCase):
         await bounded(proc.ended, 20, "the bridge dying")
         await wait_until(lambda: not _alive(pid), 20, "the embedded server ending")
 
+    async def test_twist_runs_the_bridge(self) -> None:
+        """`twist nats-bridge` (Twisted's newer runner) starts the same service on its
+        embedded server, serves /readyz, and stops in order on SIGTERM."""
+        port = free_port()
+        proc = BridgeProcess.start(self, "--listen", f"tcp:{port}:interface=127.0.0.1",
+                                   twist=True)
+        listening = await proc.wait_for(r"nats-bridge listening on (http://\S+)", 30)
+        r = await http("GET", f"{listening.group(1)}/readyz")
+        self.assertEqual(r.code, 200, r)
+        assert proc.transport is not None
+        proc.transport.signalProcess(signal.SIGTERM)
+        await bounded(proc.ended, 30, "twist exiting after SIGTERM")
+        output = "\n".join(proc.lines)
+        self.assertEqual(proc.exit_code, 0, output[-3000:])
+        for step in ("NATS connection CLOSED", "embedded nats-server stopped",
+                     "nats-bridge stopped"):
+            self.assertIn(step, output)
+
     async def test_figure1_first_command(self) -> None:
         """Figure 1: the bridge on its embedded server (defaults but for a free HTTP
         port), then publish, request, SSE and WebSocket through it; SIGTERM drains it,

@@ -31,6 +31,7 @@ __all__ = ["TWISTD", "BridgeProcess", "Response", "SseClient", "WsClient", "http
 
 #: The twistd script of the running interpreter's environment.
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+TWIST = os.path.join(os.path.dirname(sys.executable), "twist")
 
 
 async def start_bridge(case: unittest.TestCase, **config: Any) -> tuple[BridgeService, str]:
@@ -263,14 +264,19 @@ class BridgeProcess(ProcessProtocol):
         self._buf = b""
 
     @classmethod
-    def start(cls, case: unittest.TestCase, *args: str, cwd: str | None = None
-              ) -> BridgeProcess:
-        """Run ``twistd -n --pidfile= nats-bridge ARGS``; killed after the test if alive."""
+    def start(cls, case: unittest.TestCase, *args: str, cwd: str | None = None,
+              twist: bool = False) -> BridgeProcess:
+        """Run ``twistd -n --pidfile= nats-bridge ARGS`` (with ``twist``: ``twist
+        --log-format=text nats-bridge ARGS``, as twist logs JSON when its output is not a
+        terminal); killed after the test if alive."""
         proto = cls()
-        argv = [TWISTD, "-n", "--pidfile=", "nats-bridge", *args]
+        if twist:
+            program, argv = TWIST, [TWIST, "--log-format=text", "nats-bridge", *args]
+        else:
+            program, argv = TWISTD, [TWISTD, "-n", "--pidfile=", "nats-bridge", *args]
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        reactor.spawnProcess(proto, TWISTD, argv, env=env, path=cwd)
+        reactor.spawnProcess(proto, program, argv, env=env, path=cwd)
 
         async def stop() -> None:
             """SIGTERM (the bridge stops its embedded server), SIGKILL if that fails."""
