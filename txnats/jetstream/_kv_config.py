@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from txnats._args import check_count, check_delay
 from txnats.errors import InvalidArgumentError
+from txnats.jetstream._domain import check_api_prefix, domain_api_prefix
 
 __all__ = [
     "MAX_HISTORY",
@@ -81,31 +82,74 @@ def patterns(key_pattern: str | Sequence[str]) -> list[str]:
     return [check_key_pattern(p) for p in pats]
 
 
+#: The fields of a stream source (besides ``name`` and ``external``) a mirror or source
+#: given as a dict may carry to the server.
+_SOURCE_FIELDS = frozenset({"opt_start_seq", "opt_start_time", "filter_subject",
+                            "subject_transforms"})
+_TOPOLOGY_KEYS = _SOURCE_FIELDS | {"bucket", "name", "domain", "api_prefix", "external"}
+
+
 def _source(origin: str | Mapping[str, Any], what: str) -> dict[str, Any]:
     """A bucket to mirror or source from: its name, or a dict with ``bucket`` (or the
-    stream's ``name``), and optionally ``domain`` or ``api_prefix`` (a bucket in
-    another JetStream domain, ADR-8 cross-domain)."""
+    stream's ``name``; ``KV_`` is added if missing, as nats.go does), and optionally
+    ``domain`` or ``api_prefix`` (a bucket in another JetStream domain, ADR-8
+    cross-domain) or the server's ``external`` object; stream source fields
+    (``filter_subject``, ...) pass through. Anything else is refused."""
     if isinstance(origin, str):
         origin = {"bucket": origin}
     if not isinstance(origin, Mapping):
         raise InvalidArgumentError(f"{what} must be a bucket name or a dict, not {origin!r}")
+    unknown = sorted(str(k) for k in origin if k not in _TOPOLOGY_KEYS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"{what}: unknown field(s) {', '.join(unknown)}; use bucket (or name), "
+            f"domain, api_prefix or external, and {', '.join(sorted(_SOURCE_FIELDS))}"
+        )
     src = dict(origin)
     bucket = src.pop("bucket", None)
     name = src.pop("name", None)
+    external = _external(
+        src.pop("external", None), src.pop("domain", None), src.pop("api_prefix", None), what
+    )
     if bucket is not None:
+        if name is not None:
+            raise InvalidArgumentError(f"{what}: give a bucket or a name, not both")
         name = "KV_" + check_bucket(bucket)
-    if not isinstance(name, str) or not name.startswith("KV_"):
+    if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"{what} needs a bucket (or a KV_ stream name)")
+    if not name.startswith("KV_"):
+        name = "KV_" + name
     check_bucket(name[3:])
-    domain = src.pop("domain", None)
-    api = src.pop("api_prefix", None)
     out: dict[str, Any] = {"name": name, **src}
-    if domain is not None and api is not None:
-        raise InvalidArgumentError(f"{what}: give a domain or an api_prefix, not both")
-    if domain:
-        out["external"] = {"api": f"$JS.{domain}.API"}
-    elif api:
-        out["external"] = {"api": str(api)}
+    if external is not None:
+        out["external"] = external
+    return out
+
+
+def _external(
+    external: object, domain: object, api: object, what: str
+) -> dict[str, Any] | None:
+    """The ``external`` object of a source given by ``external``, ``domain`` or
+    ``api_prefix`` (one of them; an empty domain or prefix is the local JetStream)."""
+    given = [n for n, v in (("external", external), ("domain", domain),
+                            ("api_prefix", api)) if v is not None and v != ""]
+    if len(given) > 1:
+        raise InvalidArgumentError(
+            f"{what}: give one of a domain, an api_prefix or an external, not "
+            f"{' and '.join(given)}"
+        )
+    if not given:
+        return None
+    if given == ["domain"]:
+        return {"api": domain_api_prefix(domain, f"{what}'s domain")}
+    if given == ["api_prefix"]:
+        return {"api": check_api_prefix(api, f"{what}'s api_prefix")}
+    if not isinstance(external, Mapping) or set(external) - {"api", "deliver"}:
+        raise InvalidArgumentError(
+            f"{what}: external must be a dict of api and deliver, not {external!r}"
+        )
+    out = dict(external)
+    out["api"] = check_api_prefix(out.get("api"), f"{what}'s external api")
     return out
 
 
@@ -140,10 +184,12 @@ def bucket_stream_config(
     bucket's ``ttl`` leaves a marker (a ``PURGE`` entry for watchers) kept that long.
 
     ``mirror`` (one bucket) or ``sources`` (several) make a bucket that copies others
-    (ADR-8 topologies): each a bucket name or a dict with ``bucket`` and optionally
-    ``domain`` (a bucket in another JetStream domain) or ``api_prefix``. A mirror takes
-    no writes of its own (they go to the bucket it mirrors); sourced keys keep their
-    names (the source's subjects are mapped into this bucket's).
+    (ADR-8 topologies): each a bucket name or a dict with ``bucket``, ``domain`` (in
+    another JetStream domain) or ``api_prefix``, and stream source fields
+    (``filter_subject``, ...). A mirror's writes go to the bucket it mirrors, through
+    its domain's API prefix; sourced keys keep their names (unless
+    ``subject_transforms`` is given). An unknown field, a bad domain or prefix, or
+    both, raise :class:`InvalidArgumentError`.
 
     Raises :class:`InvalidArgumentError`, naming the argument, on a bad name or value.
     """
@@ -232,7 +278,7 @@ def _copy_topology(
         for origin in sources:
             src = _source(origin, "a source")
             name = src["name"][3:]
-            if name != bucket:
+            if name != bucket and "subject_transforms" not in src:
                 src["subject_transforms"] = [
                     {"src": f"$KV.{name}.>", "dest": f"$KV.{bucket}.>"}
                 ]

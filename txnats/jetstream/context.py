@@ -41,6 +41,7 @@ from txnats.jetstream._api import (
     raw_from_direct,
     raw_from_json,
 )
+from txnats.jetstream._domain import check_api_prefix, domain_api_prefix
 from txnats.jetstream._manage import (
     Paged,
     consumer_listing,
@@ -91,9 +92,14 @@ class JetStreamContext:
     """JetStream for one client: ``nc.jetstream()`` or ``JetStreamContext(nc)``.
 
     ``domain`` or ``prefix`` (not both) select another JetStream domain or an imported
-    API (ADR-19). ``timeout`` (seconds, finite and above zero) bounds every API request
-    and publish acknowledgement. ``publish_async_max_pending`` (at least 1) bounds the
-    publishes awaiting their acknowledgement; ``publish_async_stall_wait`` (seconds, 0 or
+    API (ADR-19): ``domain="hub"`` is the prefix ``$JS.hub.API``, and the stores it
+    hands out write through it too (as nats.go does). A domain is a name without
+    whitespace, ``.``, ``*`` or ``>``, a prefix a subject without wildcards (trailing
+    dots are dropped); an empty one stands for the local JetStream; a bad one raises
+    :class:`InvalidArgumentError` here. ``timeout`` (seconds, finite and above zero)
+    bounds every API request and publish acknowledgement.
+    ``publish_async_max_pending`` (at least 1) bounds the publishes awaiting their
+    acknowledgement; ``publish_async_stall_wait`` (seconds, 0 or
     more; 0.2 as in nats.go) is how long a ``publish_async`` call waits for room in a
     full window before failing with :class:`TooManyStalledMsgsError`. All may be
     changed later; a bad value raises :class:`InvalidArgumentError` and changes nothing.
@@ -111,13 +117,15 @@ class JetStreamContext:
     ) -> None:
         if prefix is not None and domain is not None:
             raise InvalidArgumentError("give a JetStream prefix or a domain, not both")
+        if domain is not None and domain != "":
+            prefix = domain_api_prefix(domain)
+        elif prefix is not None and prefix != "":
+            prefix = check_api_prefix(prefix, "prefix")
         check_timeout("timeout", timeout, allow_none=False)
         self._timeout = float(timeout)
         self._window = PublishWindow(self, publish_async_max_pending, publish_async_stall_wait)
-        if domain:
-            prefix = f"$JS.{domain}.API"
         self.client: Client = client
-        self.prefix: str = (prefix or "$JS.API").rstrip(".")
+        self.prefix: str = prefix or "$JS.API"
         self.domain: str = domain or ""
 
     # ------------------------------------------------------------------ options
