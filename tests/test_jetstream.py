@@ -349,28 +349,38 @@ class PullTests(JetStreamCase):
         [again] = await bounded(pc.fetch(1))
         self.assertEqual((again.data, again.metadata.num_delivered), (b"m0", 2))
         self.assertEqual(again.metadata.sequence.stream, 1)
-        again.nak(delay=0.3)
+        # 1 s, not less: a server or client stalled past the delay on a loaded machine
+        # would make "not yet" false (0.3 s was too close).
+        again.nak(delay=1.0)
         self.assertEqual(await bounded(pc.fetch(1, no_wait=True)), [])  # not yet
-        [third] = await bounded(pc.fetch(1, expires=2))
+        [third] = await bounded(pc.fetch(1, expires=5))
         self.assertEqual(third.metadata.num_delivered, 3)
         third.ack()
 
     async def test_term_stops_redelivery(self) -> None:
-        """Without an ack the message comes back after ack_wait; after term, never."""
-        pc = await self.setup_pull(2, ack_wait=0.3)
+        """Without an ack the message comes back after ack_wait; after term, never.
+
+        The ack wait is 1 s: the term, and the ack of the redelivered message, must reach
+        the server within it (with 0.3 s a stalled process on a loaded machine could
+        see either come back)."""
+        pc = await self.setup_pull(2, ack_wait=1.0)
         [m1, _m2] = await bounded(pc.fetch(2))
         m1.term("poison")
         # m2 is left unacknowledged: it comes back, m1 does not.
-        [again] = await bounded(pc.fetch(1, expires=1.0))
+        [again] = await bounded(pc.fetch(1, expires=5.0))
         self.assertEqual((again.data, again.metadata.num_delivered), (b"m1", 2))
-        again.ack()
-        self.assertEqual(await bounded(pc.fetch(2, expires=0.6)), [])
+        await bounded(again.ack_sync())
+        # Longer than the ack wait: neither comes back.
+        self.assertEqual(await bounded(pc.fetch(2, expires=1.5)), [])
 
     async def test_in_progress(self) -> None:
-        """in_progress, repeated, keeps a message from redelivery beyond ack_wait."""
-        pc = await self.setup_pull(1, ack_wait=0.5)
+        """in_progress, repeated, keeps a message from redelivery beyond ack_wait.
+
+        Every 0.2 s against a 1 s ack wait: a stall of 0.8 s between two calls on a
+        loaded machine would be needed to let it go (0.5 s let 0.3 s suffice)."""
+        pc = await self.setup_pull(1, ack_wait=1.0)
         [m] = await bounded(pc.fetch(1))
-        for _ in range(5):  # 1 s in all: twice the ack wait
+        for _ in range(10):  # 2 s in all: twice the ack wait
             m.in_progress()
             await sleep(0.2)
         self.assertEqual(await bounded(pc.fetch(1, no_wait=True)), [])
