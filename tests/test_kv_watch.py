@@ -186,6 +186,11 @@ class WatchOptionTests(_KvCase):
         for i in range(2000):
             js.publish_async(f"$KV.{kv.bucket}.k{i % 100}", b"%d" % i + pad)
         await bounded(js.publish_async_complete(), 20)
+        # The server delivers while the publishes go on, and may lag behind them on a
+        # loaded machine: wait until the queue has reached its bound (a fixed sleep
+        # could read it before anything came, and the bound would not be tested),
+        # then give the server time to overrun it, were flow control not held.
+        await wait_until(lambda: w.pending >= 50, 20, "the watcher's queue filling")
         await sleep(0.3)
         held = w.pending
         got = []
@@ -255,9 +260,8 @@ class TopologyTests(_KvCase):
             except NatsError:
                 return False
 
-        for _ in range(100):
-            if await mirrored():
-                break
+        deadline = reactor.seconds() + 20  # a loaded server may take seconds to sync
+        while not await mirrored() and reactor.seconds() < deadline:
             await sleep(0.05)
         self.assertEqual((await bounded(mirror.get("a"))).value, b"1")
         rev = await bounded(mirror.put("b", b"2"))
@@ -271,9 +275,8 @@ class TopologyTests(_KvCase):
         await bounded(a.put("from.a", b"A"))
         await bounded(b.put("from.b", b"B"))
         both = await self.bucket("src_both", sources=["src_a", "src_b"])
-        for _ in range(100):
-            if len(await bounded(both.keys())) == 2:
-                break
+        deadline = reactor.seconds() + 20  # a loaded server may take seconds to source
+        while len(await bounded(both.keys())) < 2 and reactor.seconds() < deadline:
             await sleep(0.05)
         self.assertEqual(sorted(await bounded(both.keys())), ["from.a", "from.b"])
         self.assertEqual((await bounded(both.get("from.b"))).value, b"B")
