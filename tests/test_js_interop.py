@@ -147,7 +147,7 @@ class Figure5JsInteropTests(ServerPerClass, TestCase):
     async def settled(self, js: JetStreamContext, stream: str, consumer: str) -> dict[str, int]:
         """The consumer's state once the server has taken every ack (it takes acks on
         its own queue: a plain ack is not yet counted when the client's flush returns)."""
-        deadline = reactor.seconds() + 5
+        deadline = reactor.seconds() + 20  # a loaded server may take its time
         while True:
             got = state(await bounded(js.consumer_info(stream, consumer)))
             if got == self.expected_state() or reactor.seconds() > deadline:

@@ -17,7 +17,7 @@ from txnats.jetstream.push import PushSubscription
 from .support.jetstream import JsHarness, ack_subject, status_block
 from .support.jsconsume import fill
 from .support.servers import ServerPerClass
-from .support.waits import bounded, reactor
+from .support.waits import bounded, reactor, sleep
 from .support.wire import hmsg_frame, msg_frame
 
 
@@ -213,9 +213,11 @@ class PushIntegrationTests(ServerPerClass, TestCase):
             info = await bounded(push.consumer_info())
             return bool(info.num_ack_pending == 0)
 
-        for _ in range(100):
+        # The server counts acks in its own time: poll, with a pause, for up to 10 s.
+        for _ in range(200):
             if await all_acked():
                 break
+            await sleep(0.05)
         else:
             self.fail("acknowledgements did not all reach the server")
         await bounded(push.drain())
