@@ -388,7 +388,10 @@ class RealClusterFailoverTests(TestCase):
     async def connected(self, events: ClientEvents) -> Client:
         nc = await bounded(
             connect(
-                reactor, self.cluster[0].url, no_randomize=True, connect_timeout=0.5,
+                # A dead server refuses at once; a live one may take longer than 0.5 s
+                # to complete the handshake on a loaded machine, and the survivor would
+                # then be dialled twice.
+                reactor, self.cluster[0].url, no_randomize=True, connect_timeout=5.0,
                 reconnect_jitter=0.0, **events.callbacks(),
             ),
             10, "connect",
