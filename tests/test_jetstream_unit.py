@@ -950,10 +950,15 @@ class OrderedTests(JsHarness, SynchronousTestCase):
         self.assertEqual([f for f in self.written() if f.op == "SUB"], [])
 
     def test_transient_failures_retry_then_give_up(self) -> None:
-        """A failed recreate is retried; too many in a row end it with an error."""
+        """A failed recreate is retried; with max_resets, too many in a row end it with
+        an error (without, it never gives up: tests/test_js_ordered.py)."""
+        self.oc = OrderedConsumer(
+            self.js, "S", self.got.append, heartbeat=self.HB, filter_subjects=["s.>"],
+            on_error=self.errors.append, max_resets=10,
+        )
         inbox, sid, name, _ = self.started()
         self.deliver(inbox, sid, name, (10, 1), (12, 3))
-        for _ in range(40):
+        for _ in range(80):
             frames = self.written()
             creates = [f for f in frames if ".CONSUMER.CREATE." in f.subject]
             if not creates:

@@ -12,8 +12,15 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
-from txnats.errors import SubscriptionClosedError, TimeoutError
+from txnats.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    OrderedConsumerError,
+    SubscriptionClosedError,
+    TimeoutError,
+)
 from txnats.jetstream import JsMsg
+from txnats.jetstream import ordered
 from txnats.jetstream.ordered import OrderedConsumer, OrderedMessages
 from txnats.testing import NatsServer
 
@@ -98,6 +105,79 @@ class OrderedResetTests(JsHarness, SynchronousTestCase):
         self.clock.advance(0)
         self.assertEqual([m.data for m in self.got], [b"s1", b"s2", b"s3"])
         self.assertEqual((self.oc.resets, self.errors), (0, []))
+
+    def next_create(self) -> Any:
+        """The next CONSUMER.CREATE request, moving the clock on in 0.25 s steps."""
+        for _ in range(int(ordered.MAX_RETRY_WAIT / 0.25) + 2):
+            found = [f for f in self.written()
+                     if f.op == "PUB" and ".CONSUMER.CREATE." in f.subject]
+            if found:
+                return found[0]
+            self.clock.advance(0.25)
+        raise AssertionError("no CONSUMER.CREATE request")
+
+    def fail_creations(self, count: int) -> list[float]:
+        """Answer the next ``count`` creations with 503 no responders (fewer if it gave
+        up); return how long each came after the previous answer."""
+        waits: list[float] = []
+        for _ in range(count):
+            start = self.clock.seconds()
+            req = self.next_create()
+            waits.append(round(self.clock.seconds() - start, 3))
+            self.answer_status(req, 503)
+            if self.errors:
+                break
+        return waits
+
+    def test_recreation_retries_forever_backing_off(self) -> None:
+        """Recreation failing while connected (no responders: another domain or a
+        leader out of reach) is tried again without end, 0.5 s apart doubling to 5 s;
+        nothing is reported as the end, and it resumes once the server answers."""
+        inbox, sid, name, _ = self.started()
+        self.deliver(inbox, sid, name, (1, 1))
+        self.advance(3 * self.HB)  # missed heartbeats: reset
+        waits = self.fail_creations(25)
+        self.assertEqual(waits[1:6], [0.5, 1.0, 2.0, 4.0, 5.0])
+        self.assertEqual(set(waits[6:]), {5.0})
+        self.assertEqual(self.errors, [])
+        self.clock.advance(ordered.MAX_RETRY_WAIT)
+        _, _, new, cfg = self.create()
+        self.assertEqual((cfg["deliver_policy"], cfg["opt_start_seq"]), ("by_start_sequence", 2))
+        self.assertEqual(self.errors, [])
+
+    def test_max_resets_gives_up(self) -> None:
+        """With max_resets=3, three failed attempts in a row end it with
+        OrderedConsumerError to on_error, and no fourth is made."""
+        self.oc = OrderedConsumer(self.js, "S", self.got.append, heartbeat=self.HB,
+                                  on_error=self.errors.append, max_resets=3)
+        self.started()
+        self.advance(3 * self.HB)
+        self.assertEqual(len(self.fail_creations(3)), 3)
+        self.assertEqual(self.errors, [])
+        self.clock.advance(ordered.MAX_RETRY_WAIT)
+        self.assertRaises(AssertionError, self.next_create)
+        [e] = self.errors
+        self.assertIsInstance(e, OrderedConsumerError)
+        self.assertIn("gave up after 3 resets in a row", str(e))
+
+    def test_bad_max_resets(self) -> None:
+        """max_resets below 1 or not an int is refused before any I/O."""
+        for bad in (0, -1, 1.5, "3"):
+            with self.assertRaises((InvalidArgumentError, InvalidArgumentTypeError)):
+                OrderedConsumer(self.js, "S", self.got.append, max_resets=bad)  # type: ignore[arg-type]
+
+    def test_stalled_heartbeat_held_with_flow_control(self) -> None:
+        """A heartbeat carrying Nats-Consumer-Stalled is a missed flow control request:
+        while flow control is held it is held too, and answered on release."""
+        inbox, sid, name, _ = self.started()
+        self.oc.hold_flow_control = True
+        self.send(hmsg_frame(inbox, sid, status_block(
+            100, "Idle Heartbeat", Nats_Consumer_Stalled="$JS.FC.stalled",
+            Nats_Last_Consumer="0")))
+        self.assertEqual([f for f in self.pubs() if f.subject == "$JS.FC.stalled"], [])
+        self.oc.hold_flow_control = False
+        self.oc.release_flow_control()
+        self.assertEqual(len([f for f in self.pubs() if f.subject == "$JS.FC.stalled"]), 1)
 
     def test_deferred_handler_awaited(self) -> None:
         """A handler's Deferred is awaited before the next message is handed on."""

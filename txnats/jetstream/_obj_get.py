@@ -32,7 +32,7 @@ from zope.interface import implementer
 
 from txnats.errors import ObjectStoreError, TimeoutError
 from txnats.jetstream._obj_chunks import Hasher, verify
-from txnats.jetstream.ordered import OrderedConsumer
+from txnats.jetstream.ordered import ONE_SHOT_RESETS, OrderedConsumer
 from txnats.nuid import next_nuid
 from txnats.protocol.events import Msg
 
@@ -85,7 +85,7 @@ class ChunkStream:
         if not self._direct:
             self._consumer = OrderedConsumer(
                 self.js, self._stream, self._on_ordered, filter_subjects=[self._subject],
-                on_error=self._fail,
+                on_error=self._fail, max_resets=ONE_SHOT_RESETS,
             )
             self._consumer.start().addErrback(self._start_failed)
             return

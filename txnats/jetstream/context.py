@@ -649,7 +649,8 @@ class JetStreamContext:
         messages ahead of its answer to the consumer's creation. Without a handler,
         fires with :class:`OrderedMessages` for ``async for``. Options:
         ``filter_subjects``, ``deliver_policy``, ``opt_start_seq``, ``headers_only``,
-        ``heartbeat`` (seconds), ``on_error`` (with a handler).
+        ``heartbeat`` (seconds), ``max_resets`` (recreation attempts in a row before it
+        gives up; unlimited by default), ``on_error`` (with a handler).
         """
         try:
             check_name("stream", stream)

@@ -53,7 +53,7 @@ from txnats.jetstream._obj_info import (
 from txnats.jetstream._obj_put import ObjectWriter, source_for
 from txnats.jetstream._obj_watch import ObjectWatcher
 from txnats.jetstream.config import ConsumerInfo, StreamConfig, StreamInfo
-from txnats.jetstream.ordered import OrderedConsumer
+from txnats.jetstream.ordered import ONE_SHOT_RESETS, OrderedConsumer
 from txnats.jetstream.store_config import ObjectStoreConfig
 from txnats.nuid import next_nuid
 from txnats.protocol.headers import HeaderInput
@@ -586,7 +586,7 @@ class ObjectStore:
 
         consumer = OrderedConsumer(
             self.js, self.stream, on_msg, filter_subjects=[f"{self._meta_prefix}>"],
-            deliver_policy="last_per_subject", on_error=failed,
+            deliver_policy="last_per_subject", on_error=failed, max_resets=ONE_SHOT_RESETS,
         )
 
         def started(cinfo: ConsumerInfo) -> None:

@@ -42,10 +42,14 @@ __all__ = ["OrderedConsumer", "OrderedMessages"]
 
 log = Logger()
 
-#: Attempts to recreate the consumer after a reset before giving up.
-MAX_RESETS = 10
-#: Seconds before another attempt when recreating the consumer failed.
+#: Seconds before another attempt when recreating the consumer failed; it doubles
+#: with each failure in a row, up to :data:`MAX_RETRY_WAIT`.
 RETRY_WAIT = 0.5
+#: The longest wait between two attempts to recreate the consumer.
+MAX_RETRY_WAIT = 5.0
+#: The attempts in a row that a one-shot reader (an object store get or listing)
+#: allows before failing.
+ONE_SHOT_RESETS = 10
 
 
 class OrderedConsumer:
@@ -67,6 +71,12 @@ class OrderedConsumer:
     ``heartbeat`` is the server's idle heartbeat in seconds (finite, above zero; three
     missed ones reset the consumer); ``opt_start_seq`` a stream sequence of at least 1.
     A bad one raises :class:`InvalidArgumentError` here, before any I/O.
+
+    When recreating the consumer fails while connected (a timeout, no responders: a
+    leader election, another JetStream domain out of reach), it tries again after
+    0.5 s, doubling up to 5 s, logging each failure; it never gives up unless
+    ``max_resets`` (attempts in a row, as nats.go's ``MaxResetAttempts``) is given,
+    and then ends with :class:`OrderedConsumerError`. A deleted stream ends it at once.
     """
 
     def __init__(
@@ -81,8 +91,12 @@ class OrderedConsumer:
         headers_only: bool = False,
         heartbeat: float = 5.0,
         on_error: Callable[[NatsError], object] | None = None,
+        max_resets: int | None = None,
     ) -> None:
         check_timeout("heartbeat", heartbeat, allow_none=False)
+        if max_resets is not None:
+            check_count("max_resets", max_resets)
+        self._max_resets = max_resets
         if opt_start_seq is not None:
             check_count("opt_start_seq", opt_start_seq)
         self.js = js
@@ -273,8 +287,11 @@ class OrderedConsumer:
                         client.publish(msg.reply, b"")
                     return None
                 stalled = h.get("Nats-Consumer-Stalled")
-                if stalled:
-                    client.publish(stalled, b"")
+                if stalled:  # a flow control request we missed: the same rule applies
+                    if self.hold_flow_control:
+                        self._held_fc.append(stalled)
+                    else:
+                        client.publish(stalled, b"")
                 last = h.get("Nats-Last-Consumer")
                 if last is not None and last.isdigit() and int(last) != self._cseq:
                     self._reset(f"heartbeat says consumer sequence {last}, we have {self._cseq}")
@@ -304,8 +321,9 @@ class OrderedConsumer:
             return
         self.resets += 1
         self._resets += 1
-        if self._resets > MAX_RESETS:
-            self._fail(OrderedConsumerError(f"gave up after {MAX_RESETS} resets ({why})"))
+        limit = self._max_resets
+        if limit is not None and self._resets > limit:
+            self._fail(OrderedConsumerError(f"gave up after {limit} resets in a row ({why})"))
             return
         log.info("Ordered consumer on {stream} resets: {why}", stream=self.stream, why=why)
         self._drop_current()
@@ -318,8 +336,12 @@ class OrderedConsumer:
             return
         if not self._connected:
             return  # the next CONNECTED recreates it
-        # Transient (a timeout or no responders while the cluster moves): try again soon.
-        self.js.client.clock.callLater(RETRY_WAIT, self._reset, f"recreate failed: {e}")
+        # Transient (a timeout or no responders while the cluster moves): try again,
+        # less and less often.
+        wait = min(RETRY_WAIT * 2 ** max(self._resets - 1, 0), MAX_RETRY_WAIT)
+        log.warn("Ordered consumer on {stream}: recreating it failed ({error}); "
+                 "trying again in {wait} s", stream=self.stream, error=e, wait=wait)
+        self.js.client.clock.callLater(wait, self._reset, f"recreate failed: {e}")
 
     def _fail(self, e: NatsError) -> None:
         if self._stopped:
