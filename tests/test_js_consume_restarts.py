@@ -165,9 +165,14 @@ class RestartFigure(TestCase):
         await fill(js, "fig2.x", N, size=4096)
         ledger = Ledger()
         handle: Callable[[JsMsg], Any] = ledger.handle
+        # max_ack_pending bounds what waits in the client's queue: every waiting message
+        # must be handled (one ack_sync round trip each) within ACK_WAIT of its
+        # delivery, or the server sends it again behind the first copy, which is then
+        # confirmed before the second is handled. 300 x 4 KiB still brings the server's
+        # flow-control requests; 1,000 left a loaded, slower machine ~6 ms a message.
         push = await bounded(js.subscribe(
             "fig2.x", handle, durable="PUSH", flow_control=True, idle_heartbeat=0.5,
-            manual_ack=True, ack_wait=ACK_WAIT, max_ack_pending=1000, error_cb=lambda e: None,
+            manual_ack=True, ack_wait=ACK_WAIT, max_ack_pending=300, error_cb=lambda e: None,
         ))
         await self.run_through_restarts(ledger)
         self.check("push", ledger, flow_control_answered=push.flow_control_answered)
