@@ -74,7 +74,7 @@ class AuthTestCase(unittest.TestCase):
     def connz(self, cid: int) -> dict[str, Any]:
         """The server's view of connection ``cid`` (monitoring, with auth details)."""
         url = f"http://127.0.0.1:{self.monitor_port}/connz?cid={cid}&auth=true"
-        with urllib.request.urlopen(url, timeout=2.0) as resp:
+        with urllib.request.urlopen(url, timeout=10.0) as resp:
             conns = json.load(resp)["connections"]
         self.assertEqual(len(conns), 1, conns)
         conn: dict[str, Any] = conns[0]
