@@ -11,10 +11,9 @@ status 3 if exceeded). Not a test module; nats-py is only imported inside :func:
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
-from kv_interop_peer import PEER_TIMEOUT, b64, emit, read_all
+from kv_interop_peer import b64, emit, peer_main, read_all
 
 
 async def run(url: str, domain: str, bucket: str) -> int:
@@ -38,14 +37,7 @@ async def run(url: str, domain: str, bucket: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(asyncio.wait_for(run(*argv), PEER_TIMEOUT))
-    except TimeoutError:
-        print(f"kv domains peer timed out after {PEER_TIMEOUT}s", file=sys.stderr)
-        return 3
+    return peer_main(argv, run, "kv domains peer")
 
 
 if __name__ == "__main__":

@@ -120,15 +120,23 @@ async def run(mode: str, url: str, bucket: str) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
+def peer_main(
+    argv: list[str], run_peer: Callable[..., Awaitable[int]], what: str, nargs: int = 3
+) -> int:
+    """Run ``run_peer(*argv)`` bounded by PEER_TIMEOUT (exit status 3 past it; 2 and the
+    calling script's doc for a wrong argument count)."""
+    if len(argv) != nargs:
+        print(sys.modules["__main__"].__doc__, file=sys.stderr)
         return 2
     try:
-        return asyncio.run(asyncio.wait_for(run(*argv), PEER_TIMEOUT))
+        return asyncio.run(asyncio.wait_for(run_peer(*argv), PEER_TIMEOUT))
     except TimeoutError:
-        print(f"kv interop peer timed out after {PEER_TIMEOUT}s", file=sys.stderr)
+        print(f"{what} timed out after {PEER_TIMEOUT}s", file=sys.stderr)
         return 3
+
+
+def main(argv: list[str]) -> int:
+    return peer_main(argv, run, "kv interop peer")
 
 
 if __name__ == "__main__":
