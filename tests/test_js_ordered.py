@@ -19,8 +19,7 @@ from txnats.errors import (
     SubscriptionClosedError,
     TimeoutError,
 )
-from txnats.jetstream import JsMsg
-from txnats.jetstream import ordered
+from txnats.jetstream import JsMsg, ordered
 from txnats.jetstream.ordered import OrderedConsumer, OrderedMessages
 from txnats.testing import NatsServer
 
