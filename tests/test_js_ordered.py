@@ -140,7 +140,7 @@ class OrderedResetTests(JsHarness, SynchronousTestCase):
         self.assertEqual(set(waits[6:]), {5.0})
         self.assertEqual(self.errors, [])
         self.clock.advance(ordered.MAX_RETRY_WAIT)
-        _, _, new, cfg = self.create()
+        _, _, _, cfg = self.create()
         self.assertEqual((cfg["deliver_policy"], cfg["opt_start_seq"]), ("by_start_sequence", 2))
         self.assertEqual(self.errors, [])
 
@@ -168,7 +168,7 @@ class OrderedResetTests(JsHarness, SynchronousTestCase):
     def test_stalled_heartbeat_held_with_flow_control(self) -> None:
         """A heartbeat carrying Nats-Consumer-Stalled is a missed flow control request:
         while flow control is held it is held too, and answered on release."""
-        inbox, sid, name, _ = self.started()
+        inbox, sid, _, _ = self.started()
         self.oc.hold_flow_control = True
         self.send(hmsg_frame(inbox, sid, status_block(
             100, "Idle Heartbeat", Nats_Consumer_Stalled="$JS.FC.stalled",
