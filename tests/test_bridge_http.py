@@ -131,14 +131,15 @@ class StreamTests(BridgeCase):
         """An idle WebSocket gets a ping every KEEPALIVE seconds; answered, it stays open."""
         from txnats.bridge import _sse
 
-        # (autobahn runs its timers in 0.2 s batches: a shorter interval means nothing)
-        self.patch(_sse, "KEEPALIVE", 0.4)
+        # autobahn's timers (txaio's batched timer) cut a deadline down to the whole
+        # second, so a timer can fire up to 1 s early: 1 s, answered within 1 s.
+        self.patch(_sse, "KEEPALIVE", 1.0)
         url = await self.bridge()
         ws = await WsClient.open(url, "/v1/subscribe/bridge.idle")
         self.addCleanup(ws.close)
         await ws.wait_for(lambda f: f and f[0] == {"subscribed": "bridge.idle"})
-        await wait_until(lambda: ws.pings >= 3, what="three WebSocket pings")
-        # A pong answered each: nothing was dropped for want of one (timeout 0.8 s).
+        await wait_until(lambda: ws.pings >= 3, 15, "three WebSocket pings")
+        # A pong answered each: nothing was dropped for want of one.
         self.assertIsNone(ws.closed)
 
     async def test_websocket_unanswered_pings_drop_the_client(self) -> None:
@@ -146,7 +147,7 @@ class StreamTests(BridgeCase):
         and its subscription ends with it."""
         from txnats.bridge import _sse
 
-        self.patch(_sse, "KEEPALIVE", 0.4)
+        self.patch(_sse, "KEEPALIVE", 1.0)  # (whole seconds: see the test above)
         url = await self.bridge()
         ws = await WsClient.open(url, "/v1/subscribe/bridge.gone")
         await ws.wait_for(lambda f: f and f[0] == {"subscribed": "bridge.gone"})
