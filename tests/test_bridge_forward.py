@@ -191,6 +191,9 @@ class CoreBackPressureTests(ClientTestMixin, SynchronousTestCase):
                         target_options={"max_outbound_bytes": 2048})
         d = fwd.start()
         target = self.target_server()
+        self.assertNoResult(d)  # not before the source server has the subscription
+        src.send(b"PONG\r\n")
+        self.clock.advance(0)
         self.successResultOf(d)
         sub = re.search(rb"SUB a\.> txnats-forward-\w+ (\d+)", src.transport.value())
         assert sub is not None

@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 from txnats.client import Client, Options
 from txnats.errors import (
     ConnectionClosedError,
+    FlushTimeoutError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     NatsError,
@@ -49,6 +50,9 @@ from ._forward_spec import ForwardRoute, ForwardStats, SubjectMap, parse_forward
 __all__ = ["ForwardRoute", "ForwardStats", "Forwarder", "SubjectMap", "parse_forward"]
 
 log = Logger()
+
+#: Seconds start() waits for the source server to confirm a core subscription.
+_SUBSCRIBED_WITHIN = 10.0
 
 #: Options of the target connection unless the caller gives others.
 TARGET_DEFAULTS: Mapping[str, Any] = {
@@ -145,7 +149,11 @@ class Forwarder:
             except NatsError as e:
                 d = fail(e)
             else:
-                d = succeed(None)
+                # Ready once the server has the subscription: what is published
+                # after start() fired is forwarded.
+                d = self.source.flush(timeout=_SUBSCRIBED_WITHIN).addErrback(
+                    self._flush_failed
+                )
         def started(_: object) -> None:
             log.info("Forwarding {route}", route=self.name)
 
@@ -154,6 +162,14 @@ class Forwarder:
             return f
 
         return d.addCallbacks(started, failed)
+
+    def _flush_failed(self, f: Failure) -> None:
+        if not f.check(FlushTimeoutError):
+            f.raiseException()
+        # Reconnecting: the subscription is sent again with the others.
+        log.warn("Forward {route}: the source did not confirm the subscription "
+                 "within {s} s; it is made as the connection comes back",
+                 route=self.name, s=_SUBSCRIBED_WITHIN)
 
     def stop(self) -> Deferred[None]:
         """Stop forwarding and close the target connection after draining it.
