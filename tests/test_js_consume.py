@@ -23,6 +23,7 @@ import txnats
 from txnats.errors import (
     APIError,
     ConsumerDeletedError,
+    ConsumerNotFoundError,
     HandlerError,
     InvalidArgumentError,
     NatsError,
@@ -176,6 +177,43 @@ class ConsumeUnitTests(PullHarness):
             self.failureResultOf(ctx.when_done(), cls)
             self.clock.advance(10)
             self.assertEqual(self.pulls(), [])
+
+    def test_503_ends_it_when_the_consumer_is_gone(self) -> None:
+        """A 503 (no responders) to a pull asks for the consumer's info: not found
+        (the consumer, or its stream) ends it with ConsumerNotFoundError, as nats.go
+        does after a reconnection; until then it pulls on."""
+        for err_code, what in [(10014, "consumer"), (10059, "stream")]:
+            self.errors.clear()
+            ctx, inbox, sid, _ = self.start(max_messages=10, expires=2, idle_heartbeat=1)
+            done = ctx.when_done()
+            self.status(inbox, sid, 503)
+            self.status(inbox, sid, 503)  # one question at a time
+            [info] = [f for f in self.written() if ".CONSUMER.INFO." in f.subject]
+            self.assertEqual(info.subject, "$JS.API.CONSUMER.INFO.S.P")
+            self.assertNoResult(done)
+            self.answer(info, {"error": {"code": 404, "err_code": err_code,
+                                         "description": f"{what} not found"}})
+            e = self.failureResultOf(done, ConsumerNotFoundError).value
+            self.assertIn(f"the {what} no longer exists", str(e))
+            self.assertFalse(ctx.is_active)
+            self.assertIn(e, self.errors)
+            self.clock.advance(10)
+            self.assertEqual(self.pulls(), [])
+
+    def test_503_with_the_consumer_there_goes_on(self) -> None:
+        """A 503 while the consumer exists (no leader for a moment) is a warning; the
+        heartbeat alarm pulls again, and a later 503 asks again."""
+        ctx, inbox, sid, _ = self.start(max_messages=10, expires=2, idle_heartbeat=1)
+        self.status(inbox, sid, 503)
+        [info] = [f for f in self.written() if ".CONSUMER.INFO." in f.subject]
+        self.answer(info, {"stream_name": "S", "name": "P", "config": {}})
+        self.assertTrue(ctx.is_active)
+        self.clock.advance(2.1)
+        self.assertEqual([p["batch"] for p in self.pulls()], [10])
+        self.status(inbox, sid, 503)
+        self.assertEqual(
+            len([f for f in self.written() if ".CONSUMER.INFO." in f.subject]), 1)
+        self.assertTrue(ctx.is_active)
 
     def test_warning_statuses_go_on(self) -> None:
         """409 Exceeded MaxWaiting (and the other 409 limits, 503) are warnings:
@@ -636,6 +674,43 @@ class ConsumeThroughputFigure(ServerPerClass, TestCase):
         figure(7, msgs=FIG7_MSGS, txnats_msgs_per_sec=max(tx), natspy_msgs_per_sec=max(py),
                ratio=ratio, txnats_runs=tx, natspy_runs=py)
         self.assertGreaterEqual(ratio, 3.0)
+
+
+class LostConsumerTests(TestCase):
+    async def test_consume_ends_when_the_stream_was_lost_in_a_restart(self) -> None:
+        """consume() on a memory stream's durable: the server restarts and has lost
+        both; after the reconnection the pull finds no responders, the consumer's
+        info says the stream is gone, and consume() ends with ConsumerNotFoundError
+        (it used to warn every 2x heartbeat for ever)."""
+        from txnats.testing import NatsServer
+
+        server = NatsServer(jetstream=True).start()
+        self.addCleanup(server.stop)
+        nc = await bounded(txnats.connect(reactor, server.url, reconnect_wait=0.1,
+                                          max_reconnect_attempts=-1))
+        self.addCleanup(lambda: bounded(nc.close()))
+        js = nc.jetstream()
+        await bounded(js.add_stream(name="GONE", subjects=["gone.>"], storage="memory"))
+        await bounded(js.add_consumer("GONE", {"durable_name": "D", "ack_policy": "explicit"}))
+        got: list[bytes] = []
+        errors: list[NatsError] = []
+
+        def handler(m: JsMsg) -> None:
+            got.append(m.data)
+            m.ack()
+
+        ctx = js.pull_consumer("GONE", "D").consume(
+            handler, idle_heartbeat=0.5, expires=2, error_cb=errors.append)
+        done = ctx.when_done()
+        await bounded(js.publish("gone.x", b"before"))
+        await wait_until(lambda: got == [b"before"], what="the message before the restart")
+        server.stop()
+        server.start()
+        with self.assertRaises(ConsumerNotFoundError) as caught:
+            await bounded(done, 20, "consume() ending")
+        self.assertIn("the stream no longer exists", str(caught.exception))
+        self.assertFalse(ctx.is_active)
+        await wait_until(lambda: caught.exception in errors, what="error_cb told")
 
 
 class ExampleTests(ServerPerClass, TestCase):

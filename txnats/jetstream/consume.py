@@ -10,7 +10,9 @@ move to another server) it pulls a full batch afresh. The status codes of the AD
 table are handled as it says: 404/408/409 "Message Size Exceeds MaxBytes"/"Batch
 Completed" give back what they did not deliver; 400, 409 "Consumer Deleted" and 409
 "Consumer is push based" end it (``when_done()`` fails, ``error_cb`` is told); every
-other status is a warning after which it goes on. It never ends silently: it ends on
+other status is a warning after which it goes on, and a 503 (no responders) also asks
+whether the consumer still exists: one (or its stream) deleted or lost while the
+client was away ends it with :class:`ConsumerNotFoundError`. It never ends silently: it ends on
 ``stop()``, ``drain()``, a terminal status, the end of its inbox subscription or the
 client's close, and each says why through ``when_done()`` and ``error_cb``.
 
@@ -42,11 +44,13 @@ from txnats.errors import (
     APIError,
     ConnectionClosedError,
     ConsumerDeletedError,
+    ConsumerNotFoundError,
     HandlerError,
     InvalidArgumentError,
     JetStreamError,
     NatsError,
     NoHeartbeatError,
+    StreamNotFoundError,
     SubscriptionClosedError,
     TimeoutError,
 )
@@ -252,6 +256,7 @@ class _PullEngine:
         self._unlisten: Callable[[], None] | None = None
         self._done_waiters: list[Deferred[None]] = []
         self._end_error: NatsError | None = None
+        self._checking = False  # a consumer-info request is under way
         #: Messages processed (handled, or handed out by the iterator).
         self.delivered = 0
         #: Pull requests sent.
@@ -413,6 +418,28 @@ class _PullEngine:
             self._connected = False
             self._disarm()
 
+    def _check_consumer(self) -> None:
+        if self._checking or self._state != _RUNNING:
+            return
+        self._checking = True
+        c = self.consumer
+
+        def found(_: object) -> None:
+            self._checking = False
+
+        def failed(f: Failure) -> None:
+            self._checking = False
+            gone = f.check(ConsumerNotFoundError, StreamNotFoundError)
+            if gone is not None and self._state == _RUNNING:
+                what = "consumer" if gone is ConsumerNotFoundError else "stream"
+                self._end(ConsumerNotFoundError(
+                    f"pull from {c.stream}/{c.name} ended: the {what} no longer exists",
+                    404, ConsumerNotFoundError.ERR_CODE,
+                ))
+            # Anything else (no leader yet) leaves it pulling; the alarm warns.
+
+        c.js.consumer_info(c.stream, c.name).addCallbacks(found, failed)
+
     # ------------------------------------------------------------------ heartbeats
     def _arm(self) -> None:
         self._disarm()
@@ -539,6 +566,8 @@ class _PullEngine:
             cls = ConsumerDeletedError if "deleted" in low else APIError
             self._end(cls(f"pull from {where} ended: {status} {desc}".strip(), status or 0, 0))
             return
+        if status == 503:  # no leader now, or no consumer: ask which (as nats.go)
+            self._check_consumer()
         if status == 423:  # ADR-42: another client holds the pin; ask without ours
             self.consumer.pin_id = ""
             self._pending_msgs = self._pending_bytes = 0
