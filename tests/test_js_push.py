@@ -10,11 +10,17 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
-from txnats.errors import JetStreamError, NatsError, NoHeartbeatError, TimeoutError
+from txnats.errors import (
+    ConsumerNotFoundError,
+    JetStreamError,
+    NatsError,
+    NoHeartbeatError,
+    TimeoutError,
+)
 from txnats.jetstream import JetStreamContext, JsMsg
 from txnats.jetstream.push import PushSubscription
 
-from .support.jetstream import JsHarness, ack_subject, status_block
+from .support.jetstream import Frame, JsHarness, ack_subject, status_block
 from .support.jsconsume import fill
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor, sleep
@@ -113,6 +119,29 @@ class PushUnitTests(JsHarness, SynchronousTestCase):
         self.written()
         self.assertEqual(len(self.errors), 1)
         self.assertEqual(push.heartbeat_alarms, 1)
+
+    def test_missed_heartbeats_ask_whether_the_consumer_exists(self) -> None:
+        """A heartbeat alarm asks for the consumer's info: while it exists the watch
+        goes on; once it is gone the subscription ends with ConsumerNotFoundError
+        (error_cb told, a waiting reader fails with it)."""
+        push, _, sid = self.bind(None, idle_heartbeat=1)
+        self.clock.advance(2.1)
+        [info] = [f for f in self.written() if ".CONSUMER.INFO." in f.subject]
+        self.assertEqual(info.subject, "$JS.API.CONSUMER.INFO.S.EPH")
+        self.answer(info, {"stream_name": "S", "name": "EPH", "config": self.cfg})
+        self.assertTrue(push.is_active)
+        waiting = push.next_msg()
+        self.clock.advance(2.1)
+        [info] = [f for f in self.written() if ".CONSUMER.INFO." in f.subject]
+        self.answer(info, {"error": {"code": 404, "err_code": 10014,
+                                     "description": "consumer not found"}})
+        self.assertFalse(push.is_active)
+        e = self.failureResultOf(waiting, ConsumerNotFoundError).value
+        self.assertIn("the consumer no longer exists", str(e))
+        self.clock.advance(0)
+        self.assertEqual([type(x) for x in self.errors],
+                         [NoHeartbeatError, NoHeartbeatError, ConsumerNotFoundError])
+        self.assertIn(Frame("UNSUB", sid=sid), self.written())
 
     def test_reconnect_resumes_watch_and_delivery(self) -> None:
         """After a reconnection the inbox is subscribed again, deliveries go on to the
@@ -265,3 +294,31 @@ class PushIntegrationTests(ServerPerClass, TestCase):
     async def test_no_stream_for_subject(self) -> None:
         _, js, _ = await self.setup_stream(0)
         await self.assertFailure(bounded(js.subscribe("nothing.here")), JetStreamError)
+
+
+class LostPushConsumerTests(TestCase):
+    async def test_ephemeral_lost_in_a_restart_ends_the_subscription(self) -> None:
+        """An ephemeral push consumer on a memory stream: the server restarts and has
+        lost both; the heartbeat alarm asks, and the subscription ends with
+        ConsumerNotFoundError (it used to warn of missed heartbeats for ever)."""
+        from txnats.testing import NatsServer
+
+        server = NatsServer(jetstream=True).start()
+        self.addCleanup(server.stop)
+        nc = await bounded(txnats.connect(reactor, server.url, reconnect_wait=0.1,
+                                          max_reconnect_attempts=-1))
+        self.addCleanup(lambda: bounded(nc.close()))
+        js = nc.jetstream()
+        await bounded(js.add_stream(name="LOST", subjects=["lost.>"], storage="memory"))
+        errors: list[NatsError] = []
+        push = await bounded(js.subscribe("lost.>", idle_heartbeat=0.5, error_cb=errors.append))
+        assert isinstance(push, PushSubscription)
+        await bounded(js.publish("lost.x", b"before"))
+        self.assertEqual((await bounded(push.next_msg(timeout=5))).data, b"before")
+        server.stop()
+        server.start()
+        with self.assertRaises(ConsumerNotFoundError) as caught:
+            await bounded(push.next_msg(timeout=None), 20, "the subscription ending")
+        self.assertIn("the stream no longer exists", str(caught.exception))
+        self.assertFalse(push.is_active)
+

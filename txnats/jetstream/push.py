@@ -7,8 +7,10 @@ resulting :class:`PushSubscription` answers the server's flow control requests o
 messages before them were processed (so the server never runs further ahead than the
 application), answers stall notices, and watches the idle heartbeats: nothing for twice
 the interval is reported to ``error_cb`` as a :class:`NoHeartbeatError` (the watch
-pauses while disconnected). Reconnections need nothing of it: the client subscribes
-the inbox again and the server's consumer goes on delivering to it.
+pauses while disconnected), and asks whether the consumer still exists: one that is
+gone (deleted, or an ephemeral one lost in a server's restart) ends the subscription
+with :class:`ConsumerNotFoundError`. Reconnections need nothing of it: the client
+subscribes the inbox again and the server's consumer goes on delivering to it.
 
 With a ``handler`` each message is handed to it in order (a Deferred or coroutine it
 returns is awaited) and acknowledged once it returns, unless ``manual_ack`` (or the
@@ -37,6 +39,7 @@ from txnats.errors import (
     JetStreamError,
     NatsError,
     NoHeartbeatError,
+    StreamNotFoundError,
     SubscriptionClosedError,
     TimeoutError,
 )
@@ -254,6 +257,8 @@ class PushSubscription:
         self._last = 0.0
         self._connected = True
         self._unlisten: Callable[[], None] | None = None
+        self._checking = False  # a consumer-info request is under way
+        self._end_error: NatsError | None = None
         self.delivered = 0
         self.flow_control_answered = 0
         self.heartbeat_alarms = 0
@@ -314,7 +319,7 @@ class PushSubscription:
             self._unlisten = None
         waiters, self._waiters = self._waiters, deque()
         for w in waiters:
-            w.errback(SubscriptionClosedError("push subscription ended"))
+            w.errback(self._end_error or SubscriptionClosedError("push subscription ended"))
         if self._delete_on_end and self.consumer and not self._client.is_closed:
             self._delete_on_end = False
             self.js.delete_consumer(self.stream, self.consumer).addErrback(lambda _: None)
@@ -356,7 +361,32 @@ class PushSubscription:
             ))
             self._last = clock.seconds()
             quiet = 0.0
+            self._check_consumer()
         self._timer = clock.callLater(limit - quiet, self._check)
+
+    def _check_consumer(self) -> None:
+        """Silence: ask whether the consumer still exists. One that is gone (deleted,
+        or lost with a server's restart) will deliver nothing more: end, saying so."""
+        if self._checking or not self.consumer:
+            return
+        self._checking = True
+
+        def found(_: object) -> None:
+            self._checking = False
+
+        def failed(f: Failure) -> None:
+            self._checking = False
+            gone = f.check(ConsumerNotFoundError, StreamNotFoundError)
+            if gone is not None and self.is_active:
+                what = "consumer" if gone is ConsumerNotFoundError else "stream"
+                self._end_error = ConsumerNotFoundError(
+                    f"push consumer {self.stream}/{self.consumer}: the {what} no longer"
+                    " exists; the subscription ends", 404, ConsumerNotFoundError.ERR_CODE,
+                )
+                self._report(self._end_error)
+                self.unsubscribe()
+
+        self.consumer_info().addCallbacks(found, failed)
 
     def _report(self, error: NatsError) -> None:
         cb = self._error_cb if self._error_cb is not None else self._client.options.error_cb
