@@ -37,7 +37,7 @@ from txnats.protocol.headers import encode_headers
 
 from .support.figures import figure
 from .support.jetstream import Frame, JsHarness, ack_subject, status_block
-from .support.jsconsume import fill
+from .support.jsconsume import fill, restartable
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor, sleep, wait_until
 from .support.wire import hmsg_frame, msg_frame
@@ -682,14 +682,7 @@ class LostConsumerTests(TestCase):
         both; after the reconnection the pull finds no responders, the consumer's
         info says the stream is gone, and consume() ends with ConsumerNotFoundError
         (it used to warn every 2x heartbeat for ever)."""
-        from txnats.testing import NatsServer
-
-        server = NatsServer(jetstream=True).start()
-        self.addCleanup(server.stop)
-        nc = await bounded(txnats.connect(reactor, server.url, reconnect_wait=0.1,
-                                          max_reconnect_attempts=-1))
-        self.addCleanup(lambda: bounded(nc.close()))
-        js = nc.jetstream()
+        server, js = await restartable(self)
         await bounded(js.add_stream(name="GONE", subjects=["gone.>"], storage="memory"))
         await bounded(js.add_consumer("GONE", {"durable_name": "D", "ack_policy": "explicit"}))
         got: list[bytes] = []

@@ -21,7 +21,7 @@ from txnats.jetstream import JetStreamContext, JsMsg
 from txnats.jetstream.push import PushSubscription
 
 from .support.jetstream import Frame, JsHarness, ack_subject, status_block
-from .support.jsconsume import fill
+from .support.jsconsume import fill, restartable
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor, sleep
 from .support.wire import hmsg_frame, msg_frame
@@ -301,14 +301,7 @@ class LostPushConsumerTests(TestCase):
         """An ephemeral push consumer on a memory stream: the server restarts and has
         lost both; the heartbeat alarm asks, and the subscription ends with
         ConsumerNotFoundError (it used to warn of missed heartbeats for ever)."""
-        from txnats.testing import NatsServer
-
-        server = NatsServer(jetstream=True).start()
-        self.addCleanup(server.stop)
-        nc = await bounded(txnats.connect(reactor, server.url, reconnect_wait=0.1,
-                                          max_reconnect_attempts=-1))
-        self.addCleanup(lambda: bounded(nc.close()))
-        js = nc.jetstream()
+        server, js = await restartable(self)
         await bounded(js.add_stream(name="LOST", subjects=["lost.>"], storage="memory"))
         errors: list[NatsError] = []
         push = await bounded(js.subscribe("lost.>", idle_heartbeat=0.5, error_cb=errors.append))

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from txnats.jetstream import JetStreamContext
+from twisted.trial.unittest import TestCase
 
-from .waits import bounded
+import txnats
+from txnats.jetstream import JetStreamContext
+from txnats.testing import NatsServer
+
+from .waits import bounded, reactor
 
 __all__ = ["fill", "info_field"]
 
@@ -28,3 +32,15 @@ async def fill(
 def info_field(info: Any, name: str) -> Any:
     """A field of an info, a dict or a typed record."""
     return info[name] if isinstance(info, dict) else getattr(info, name)
+
+
+async def restartable(case: TestCase) -> tuple[NatsServer, JetStreamContext]:
+    """A JetStream server of the test's own (free to restart) and a context on a client
+    that reconnects to it for ever, 0.1 s apart; both end with the test."""
+    server = NatsServer(jetstream=True).start()
+    case.addCleanup(server.stop)
+    nc = await bounded(txnats.connect(reactor, server.url, reconnect_wait=0.1,
+                                      max_reconnect_attempts=-1))
+    case.addCleanup(lambda: bounded(nc.close()))
+    return server, nc.jetstream()
+
