@@ -138,6 +138,7 @@ class PushUnitTests(JsHarness, SynchronousTestCase):
         self.assertFalse(push.is_active)
         e = self.failureResultOf(waiting, ConsumerNotFoundError).value
         self.assertIn("the consumer no longer exists", str(e))
+        self.failureResultOf(push.next_msg(), ConsumerNotFoundError)  # and later reads
         self.clock.advance(0)
         self.assertEqual([type(x) for x in self.errors],
                          [NoHeartbeatError, NoHeartbeatError, ConsumerNotFoundError])

@@ -483,7 +483,8 @@ class PushSubscription:
     def next_msg(self, timeout: float | None = None) -> Deferred[JsMsg]:
         """The next message (for a subscription without a handler); fails with
         :class:`TimeoutError` after ``timeout`` seconds, with
-        :class:`SubscriptionClosedError` once unsubscribed and nothing is left."""
+        :class:`SubscriptionClosedError` once unsubscribed and nothing is left (with
+        :class:`ConsumerNotFoundError` if it ended because its consumer was gone)."""
         try:
             check_timeout("timeout", timeout)
             if self._handler is not None:
@@ -494,7 +495,7 @@ class PushSubscription:
         if m is not None:
             return succeed(m)
         if not self.is_active:
-            return fail(SubscriptionClosedError("push subscription ended"))
+            return fail(self._end_error or SubscriptionClosedError("push subscription ended"))
         d: Deferred[JsMsg] = Deferred(lambda d: self._waiters.remove(d))
         self._waiters.append(d)
         if timeout is not None:
