@@ -306,7 +306,7 @@ class FakeWireTests(JsHarness, TableMixin, SynchronousTestCase):
             "subscriptions": len(self.client.subscriptions),
             "out_msgs": self.client.stats.out_msgs,
             "publish_async_pending": self.js.publish_async_pending,
-            "watcher_waiters": len(self.watcher._waiters),
+            "watcher_waiters": len(self.watcher._buffer.waiters),
         }
 
     def clear_wire(self) -> None:
@@ -368,7 +368,7 @@ class FakeWireTests(JsHarness, TableMixin, SynchronousTestCase):
         self.watcher._push(entry)
         for bad in (NAN, -1, 0, INF):
             self.failureResultOf(self.watcher.next_update(timeout=bad), InvalidArgumentError)
-        self.assertEqual(list(self.watcher._waiters), [])
+        self.assertEqual(list(self.watcher._buffer.waiters), [])
         self.assertIs(self.successResultOf(self.watcher.next_update(timeout=1.0)), entry)
 
     def test_good_calls_after_refusals(self) -> None:
@@ -404,7 +404,7 @@ class RealServerTests(ServerPerClass, TableMixin, TestCase):
             "subscriptions": len(self.nc.subscriptions),
             "out_msgs": self.nc.stats.out_msgs,
             "publish_async_pending": self.js.publish_async_pending,
-            "watcher_waiters": len(self.watcher._waiters),
+            "watcher_waiters": len(self.watcher._buffer.waiters),
         }
 
     async def drop(self, stream: str) -> None:

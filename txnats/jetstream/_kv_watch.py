@@ -5,7 +5,6 @@ as :class:`~txnats.jetstream.kv.Entry` objects.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred, fail
@@ -15,7 +14,7 @@ from txnats._args import check_count
 from txnats.errors import BucketNotFoundError, KeyValueError, NatsError
 from txnats.jetstream._api import bucket_not_found
 from txnats.jetstream._kv_entry import PUT, Entry, operation, time_from_ns
-from txnats.jetstream._watch import Watcher
+from txnats.jetstream._watch import StopOnExit, Watcher
 from txnats.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
@@ -75,11 +74,11 @@ class KeyWatcher(Watcher[Entry]):
         if resume_from_revision is not None:
             start = check_count("resume_from_revision", resume_from_revision)
             policy = "by_start_sequence"
-        self._consumer = OrderedConsumer(
+        self._held_by(OrderedConsumer(
             kv.js, kv.stream, self._on_msg, filter_subjects=subjects,
             deliver_policy=policy, opt_start_seq=start, headers_only=meta_only,
             on_error=self._on_error,
-        )
+        ))
 
     def start(self) -> Deferred[KeyWatcher]:
         """Create the consumer underneath; fires with this watcher once the server is
@@ -139,7 +138,7 @@ class KeyWatcher(Watcher[Entry]):
         return BucketNotFoundError(f"key-value bucket {self.kv.bucket!r} is gone")
 
 
-class KeyLister:
+class KeyLister(StopOnExit):
     """``async for key in kv.list_keys()``: the keys whose latest entry is a value, as
     a watcher reads them (no list is built). It ends after the last; :meth:`stop` (or
     leaving ``async with``) ends it early."""
@@ -175,11 +174,3 @@ class KeyLister:
         if self._watcher is not None:
             self._watcher.stop()
 
-    async def __aenter__(self) -> KeyLister:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

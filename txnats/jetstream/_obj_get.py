@@ -21,7 +21,6 @@ import json
 import os
 from collections import deque
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from twisted.internet.defer import Deferred, succeed
@@ -32,6 +31,7 @@ from zope.interface import implementer
 
 from txnats.errors import ObjectStoreError, TimeoutError
 from txnats.jetstream._obj_chunks import Hasher, verify
+from txnats.jetstream._watch import StopOnExit
 from txnats.jetstream.ordered import ONE_SHOT_RESETS, OrderedConsumer
 from txnats.nuid import next_nuid
 from txnats.protocol.events import Msg
@@ -268,7 +268,7 @@ class ChunkStream:
 Opener = Callable[[], Deferred[ChunkStream]]
 
 
-class ObjectReader:
+class ObjectReader(StopOnExit):
     """``async for chunk in store.get_chunks(name)``: an object's bytes chunk by chunk.
 
     :attr:`info` is the object's info once the first chunk is asked for (``await
@@ -329,14 +329,6 @@ class ObjectReader:
             raise StopAsyncIteration
         return piece
 
-    async def __aenter__(self) -> ObjectReader:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _in_thread(reactor: Any, f: Callable[..., Any], *args: Any) -> Deferred[Any]:

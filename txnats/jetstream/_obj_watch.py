@@ -54,10 +54,10 @@ class ObjectWatcher(Watcher[ObjectInfo]):
         self._updates_only = updates_only
         self._last_seq = 0
         policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
-        self._consumer = OrderedConsumer(
+        self._held_by(OrderedConsumer(
             js, f"OBJ_{bucket}", self._on_msg, filter_subjects=[f"$O.{bucket}.M.>"],
             deliver_policy=policy, on_error=self._on_error,
-        )
+        ))
 
     def start(self) -> Deferred[ObjectWatcher]:
         """Create the consumer; fires with this watcher (:class:`BucketNotFoundError`

@@ -1,31 +1,48 @@
 """What the key and object watchers share: a bounded queue of what an ordered consumer
 delivered, read with ``async for`` or :meth:`Watcher.next_update`.
 
-Overflow policy: items not yet read wait in the queue; once ``max_pending`` wait, the
-server's flow control requests go unanswered, so the server stops sending until the
-reader has taken the queue down to half (nothing is dropped; the queue may pass
+Overflow policy (:class:`~txnats.jetstream.ordered.HeldBuffer`'s, as for
+``OrderedMessages``): items not yet read wait in the queue; once ``max_pending`` wait,
+the server's flow control requests go unanswered, so the server stops sending until
+the reader has taken the queue down to half (nothing is dropped; the queue may pass
 ``max_pending`` by what the server had sent before it asked).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, Self, TypeVar
 
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_timeout
 from txnats.errors import NatsError, StreamNotFoundError, SubscriptionClosedError, TimeoutError
+from txnats.jetstream.ordered import HeldBuffer
 
 if TYPE_CHECKING:
     from txnats.jetstream.ordered import OrderedConsumer
 
-__all__ = ["Watcher"]
+__all__ = ["StopOnExit", "Watcher"]
 
 T = TypeVar("T")
+
+
+class StopOnExit:
+    """``async with reader:``: the reader is stopped on the way out, however it ends."""
+
+    def stop(self) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 class _End:
@@ -35,10 +52,10 @@ class _End:
 _END: Final = _End()
 
 
-class Watcher(Generic[T]):
+class Watcher(StopOnExit, Generic[T]):
     """The reading half of a watcher: subclasses make ``self._consumer`` (an ordered
-    consumer whose deliveries they :meth:`_push`) and say what a vanished stream means
-    (:meth:`_gone`).
+    consumer whose deliveries they :meth:`_push`, after calling :meth:`_held_by`) and
+    say what a vanished stream means (:meth:`_gone`).
 
     :param clock: times :meth:`next_update`'s timeout.
     :param max_pending: items that may wait unread before flow control is held.
@@ -52,9 +69,7 @@ class Watcher(Generic[T]):
 
     def __init__(self, clock: IReactorTime, max_pending: int) -> None:
         self._clock = clock
-        self._max_pending = check_count("max_pending", max_pending)
-        self._queue: deque[T | None] = deque()
-        self._waiters: deque[Deferred[T | _End | None]] = deque()
+        self._buffer: HeldBuffer[T | None] = HeldBuffer(check_count("max_pending", max_pending))
         self._error: NatsError | None = None
         self._stopped = False
         self._init_done = False
@@ -70,19 +85,12 @@ class Watcher(Generic[T]):
             self._init_done = True
             self._push(None)
 
-    def _push(self, item: T | None) -> None:
-        if self._waiters:
-            self._waiters.popleft().callback(item)
-            return
-        self._queue.append(item)
-        if len(self._queue) >= self._max_pending:
-            self._consumer.hold_flow_control = True
+    def _held_by(self, consumer: OrderedConsumer) -> None:
+        """``consumer`` feeds the queue: its flow control is held while the queue is full."""
+        self._consumer = self._buffer.consumer = consumer
 
-    def _taken(self) -> None:
-        c = self._consumer
-        if c.hold_flow_control and len(self._queue) <= self._max_pending // 2:
-            c.hold_flow_control = False
-            c.release_flow_control()
+    def _push(self, item: T | None) -> None:
+        self._buffer.push(item)
 
     def _on_error(self, e: NatsError) -> None:
         if self._stopped:
@@ -93,15 +101,14 @@ class Watcher(Generic[T]):
             e = err
         self._error = e
         self._stopped = True
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
+        for w in self._buffer.release_waiters():
             w.errback(Failure(e))
 
     # ------------------------------------------------------------------ reading
     @property
     def pending(self) -> int:
         """Items received and not read yet."""
-        return len(self._queue)
+        return len(self._buffer.items)
 
     @property
     def stopped(self) -> bool:
@@ -115,27 +122,18 @@ class Watcher(Generic[T]):
             return
         self._stopped = True
         self._consumer.stop()
-        self._queue.clear()
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
+        self._buffer.items.clear()
+        for w in self._buffer.release_waiters():
             w.callback(_END)
 
     def _next(self) -> Deferred[T | _End | None]:
-        d: Deferred[T | _End | None]
-        if self._queue:
-            d = Deferred()
-            d.callback(self._queue.popleft())
-            self._taken()
-            return d
+        if self._buffer.items:
+            return succeed(self._buffer.take())
         if self._error is not None:
             return fail(self._error)
         if self._stopped:
-            d = Deferred()
-            d.callback(_END)
-            return d
-        d = Deferred(self._waiters.remove)
-        self._waiters.append(d)
-        return d
+            return succeed(_END)
+        return self._buffer.wait()
 
     def next_update(self, timeout: float | None = None) -> Deferred[T | None]:
         """The next item (or the ``None`` marker). Fails with :class:`TimeoutError`
@@ -166,20 +164,10 @@ class Watcher(Generic[T]):
         return self
 
     async def __anext__(self) -> T | None:
-        if self._queue:
-            first = self._queue.popleft()
-            self._taken()
-            return first
+        if self._buffer.items:
+            return self._buffer.take()
         item = await self._next()
         if isinstance(item, _End):
             raise StopAsyncIteration
         return item
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from twisted.internet.defer import Deferred, ensureDeferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from txnats.jetstream.context import JetStreamContext
     from txnats.subscription import Subscription
 
-__all__ = ["OrderedConsumer", "OrderedMessages"]
+__all__ = ["HeldBuffer", "OrderedConsumer", "OrderedMessages"]
 
 log = Logger()
 
@@ -353,6 +353,56 @@ class OrderedConsumer:
             log.error("Ordered consumer on {stream} ended: {error}", stream=self.stream, error=e)
 
 
+T = TypeVar("T")
+
+
+class HeldBuffer(Generic[T]):
+    """What an ordered consumer delivered, for a reader taking it at its own pace.
+
+    An item goes to the oldest waiting reader, else into :attr:`items`; once ``high``
+    items wait, the consumer's flow control requests are held (the server stops
+    sending) until the reader has taken the queue down to half. Nothing is dropped;
+    the queue may pass ``high`` by what the server had sent before it asked.
+    """
+
+    def __init__(self, high: int) -> None:
+        self.high = high
+        self.items: deque[T] = deque()
+        #: Readers waiting for the next item (what they get is the owner's business).
+        self.waiters: deque[Deferred[Any]] = deque()
+        #: The consumer whose flow control is held; set once it exists.
+        self.consumer: OrderedConsumer | None = None
+
+    def push(self, item: T) -> None:
+        if self.waiters:
+            self.waiters.popleft().callback(item)
+            return
+        self.items.append(item)
+        if len(self.items) >= self.high and self.consumer is not None:
+            self.consumer.hold_flow_control = True
+
+    def take(self) -> T:
+        """The oldest item (there must be one); releases flow control at half."""
+        item = self.items.popleft()
+        c = self.consumer
+        if c is not None and c.hold_flow_control and len(self.items) <= self.high // 2:
+            c.hold_flow_control = False
+            c.release_flow_control()
+        return item
+
+    def wait(self) -> Deferred[Any]:
+        """A Deferred for the next item pushed; cancelling it withdraws the read."""
+        d: Deferred[Any] = Deferred(self.waiters.remove)
+        self.waiters.append(d)
+        return d
+
+    def release_waiters(self) -> list[Deferred[Any]]:
+        """Take every waiting reader out (to be told the end)."""
+        waiters = list(self.waiters)
+        self.waiters.clear()
+        return waiters
+
+
 class OrderedMessages:
     """An ordered consumer read with ``async for msg in it`` or ``await it.next_msg()``
     (``js.ordered_consumer(stream)`` without a handler).
@@ -366,12 +416,13 @@ class OrderedMessages:
     def __init__(
         self, js: JetStreamContext, stream: str, *, high_water: int = 4096, **options: Any
     ) -> None:
-        self._high = check_count("high_water", high_water)
-        self._buf: deque[JsMsg] = deque()
-        self._waiters: deque[Deferred[JsMsg]] = deque()
+        self._buf: HeldBuffer[JsMsg] = HeldBuffer(check_count("high_water", high_water))
         self._error: NatsError | None = None
         self._ended = False
-        self.consumer = OrderedConsumer(js, stream, self._push, on_error=self._fail, **options)
+        self.consumer = OrderedConsumer(
+            js, stream, self._buf.push, on_error=self._fail, **options
+        )
+        self._buf.consumer = self.consumer
 
     def start(self) -> Deferred[OrderedMessages]:
         """Create the consumer; fires with this reader."""
@@ -384,8 +435,7 @@ class OrderedMessages:
 
     def _end(self) -> None:
         self._ended = True
-        waiters, self._waiters = self._waiters, deque()
-        for w in waiters:
+        for w in self._buf.release_waiters():
             w.errback(self._error or SubscriptionClosedError("ordered consumer stopped"))
 
     def _fail(self, e: NatsError) -> None:
@@ -394,26 +444,10 @@ class OrderedMessages:
                   stream=self.consumer.stream, error=e)
         self._end()
 
-    def _push(self, msg: JsMsg) -> None:
-        if self._waiters:
-            self._waiters.popleft().callback(msg)
-            return
-        self._buf.append(msg)
-        if len(self._buf) >= self._high:
-            self.consumer.hold_flow_control = True
-
-    def _take(self) -> JsMsg:
-        msg = self._buf.popleft()
-        c = self.consumer
-        if c.hold_flow_control and len(self._buf) <= self._high // 2:
-            c.hold_flow_control = False
-            c.release_flow_control()
-        return msg
-
     @property
     def buffered(self) -> int:
         """Messages received and not yet read."""
-        return len(self._buf)
+        return len(self._buf.items)
 
     def next_msg(self, timeout: float | None = None) -> Deferred[JsMsg]:
         """The next message; :class:`TimeoutError` after ``timeout`` seconds,
@@ -423,18 +457,18 @@ class OrderedMessages:
             check_timeout("timeout", timeout)
         except NatsError as e:
             return fail(e)
-        if self._buf:
-            return succeed(self._take())
+        if self._buf.items:
+            return succeed(self._buf.take())
         if self._ended:
             return fail(self._error or SubscriptionClosedError("ordered consumer stopped"))
-        d: Deferred[JsMsg] = Deferred(lambda d: self._waiters.remove(d))
-        self._waiters.append(d)
+        d: Deferred[JsMsg] = self._buf.wait()
         if timeout is not None:
             clock = self.consumer.js.client.clock
+            waiters = self._buf.waiters  # (the same deque for the buffer's life)
 
             def expire() -> None:
-                if d in self._waiters:
-                    self._waiters.remove(d)
+                if d in waiters:
+                    waiters.remove(d)
                     d.errback(TimeoutError(f"no ordered message within {timeout:g} s"))
 
             timer = clock.callLater(timeout, expire)
@@ -451,8 +485,8 @@ class OrderedMessages:
         return self
 
     async def __anext__(self) -> JsMsg:
-        if self._buf:
-            return self._take()
+        if self._buf.items:
+            return self._buf.take()
         try:
             return await self.next_msg()
         except SubscriptionClosedError:
