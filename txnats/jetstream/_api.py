@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_timeout
@@ -23,6 +24,7 @@ from txnats.errors import (
     API_ERRORS,
     APIError,
     BucketNotFoundError,
+    ConsumerNotFoundError,
     InvalidArgumentError,
     JetStreamError,
     MsgNotFoundError,
@@ -40,6 +42,7 @@ __all__ = [
     "bucket_not_found",
     "check_name",
     "check_publish_args",
+    "consumer_gone",
     "headers_for",
     "parse_pub_ack",
     "raw_from_direct",
@@ -209,3 +212,25 @@ def raw_from_direct(msg: Msg) -> RawStreamMsg:
         )
     except (KeyError, ValueError):
         raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence") from None
+
+
+def consumer_gone(
+    info: Deferred[Any], stream: str, consumer: str, reader: str
+) -> Deferred[ConsumerNotFoundError | None]:
+    """Read a consumer-info answer for a reader that heard nothing (or no responders):
+    fires with the :class:`ConsumerNotFoundError` that should end ``reader`` if the
+    consumer or its stream no longer exists, else with ``None`` (it exists, or the
+    answer says nothing either way, such as a timeout while no leader is elected)."""
+
+    def missing(f: Failure) -> ConsumerNotFoundError | None:
+        gone = f.check(ConsumerNotFoundError, StreamNotFoundError)
+        if gone is None:
+            return None
+        what = "consumer" if gone is ConsumerNotFoundError else "stream"
+        return ConsumerNotFoundError(
+            f"{reader} {stream}/{consumer} ended: the {what} no longer exists",
+            404, ConsumerNotFoundError.ERR_CODE,
+        )
+
+    return info.addCallbacks(lambda _: None, missing)
+

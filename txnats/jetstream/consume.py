@@ -50,10 +50,10 @@ from txnats.errors import (
     JetStreamError,
     NatsError,
     NoHeartbeatError,
-    StreamNotFoundError,
     SubscriptionClosedError,
     TimeoutError,
 )
+from txnats.jetstream._api import consumer_gone
 from txnats.jetstream.msg import JsMsg
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import Headers, encode_headers
@@ -424,21 +424,14 @@ class _PullEngine:
         self._checking = True
         c = self.consumer
 
-        def found(_: object) -> None:
+        def answered(gone: ConsumerNotFoundError | None) -> None:
             self._checking = False
-
-        def failed(f: Failure) -> None:
-            self._checking = False
-            gone = f.check(ConsumerNotFoundError, StreamNotFoundError)
             if gone is not None and self._state == _RUNNING:
-                what = "consumer" if gone is ConsumerNotFoundError else "stream"
-                self._end(ConsumerNotFoundError(
-                    f"pull from {c.stream}/{c.name} ended: the {what} no longer exists",
-                    404, ConsumerNotFoundError.ERR_CODE,
-                ))
-            # Anything else (no leader yet) leaves it pulling; the alarm warns.
+                self._end(gone)
+            # Otherwise (there, or no leader yet) it goes on pulling; the alarm warns.
 
-        c.js.consumer_info(c.stream, c.name).addCallbacks(found, failed)
+        consumer_gone(c.js.consumer_info(c.stream, c.name), c.stream, c.name,
+                      "pull from").addCallback(answered)
 
     # ------------------------------------------------------------------ heartbeats
     def _arm(self) -> None:

@@ -39,10 +39,10 @@ from txnats.errors import (
     JetStreamError,
     NatsError,
     NoHeartbeatError,
-    StreamNotFoundError,
     SubscriptionClosedError,
     TimeoutError,
 )
+from txnats.jetstream._api import consumer_gone
 from txnats.jetstream.msg import JsMsg
 from txnats.protocol.events import Msg
 
@@ -371,22 +371,15 @@ class PushSubscription:
             return
         self._checking = True
 
-        def found(_: object) -> None:
+        def answered(gone: ConsumerNotFoundError | None) -> None:
             self._checking = False
-
-        def failed(f: Failure) -> None:
-            self._checking = False
-            gone = f.check(ConsumerNotFoundError, StreamNotFoundError)
             if gone is not None and self.is_active:
-                what = "consumer" if gone is ConsumerNotFoundError else "stream"
-                self._end_error = ConsumerNotFoundError(
-                    f"push consumer {self.stream}/{self.consumer}: the {what} no longer"
-                    " exists; the subscription ends", 404, ConsumerNotFoundError.ERR_CODE,
-                )
-                self._report(self._end_error)
+                self._end_error = gone
+                self._report(gone)
                 self.unsubscribe()
 
-        self.consumer_info().addCallbacks(found, failed)
+        consumer_gone(self.consumer_info(), self.stream, self.consumer,
+                      "push consumer").addCallback(answered)
 
     def _report(self, error: NatsError) -> None:
         cb = self._error_cb if self._error_cb is not None else self._client.options.error_cb
