@@ -11,6 +11,7 @@ from txnats._args import check_reactor
 from txnats.client import Client
 from txnats.errors import NatsError
 from txnats.options import (
+    DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_OUTBOUND,
     DEFAULT_PENDING_BYTES,
     DEFAULT_PENDING_MSGS,
@@ -43,6 +44,7 @@ def connect(
     pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
     drain_timeout: float = 30.0,
     max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND,
+    max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
     allow_reconnect: bool = True,
     max_reconnect_attempts: int = 60,
     reconnect_wait: float = 2.0,
@@ -78,7 +80,11 @@ def connect(
     Fails with :class:`AuthorizationError` if the server refuses the credentials and
     :class:`NoServersError` if no server can be reached. ``ws_compression`` offers
     permessage-deflate on ``ws://``/``wss://`` connections (used if the server enables
-    WebSocket compression).
+    WebSocket compression). ``max_control_line`` (bytes, default 4,096 as nats-server's)
+    is the longest control line the server accepts; INFO does not announce it, so set it
+    to the server's ``max_control_line`` if that was raised: a publish, request or
+    subscription whose subjects would make a longer line raises
+    :class:`ControlLineTooLongError` instead of costing the connection.
     """
     if tls is None and (
         tls_ca_file or tls_cert_file or tls_key_file or tls_hostname or tls_handshake_first
@@ -99,6 +105,7 @@ def connect(
         ping_interval=ping_interval, max_pings_out=max_pings_out, inbox_prefix=inbox_prefix,
         pending_msgs_limit=pending_msgs_limit, pending_bytes_limit=pending_bytes_limit,
         drain_timeout=drain_timeout, max_outbound_bytes=max_outbound_bytes,
+        max_control_line=max_control_line,
         allow_reconnect=allow_reconnect, max_reconnect_attempts=max_reconnect_attempts,
         reconnect_wait=reconnect_wait, reconnect_jitter=reconnect_jitter,
         reconnect_buffer_size=reconnect_buffer_size, no_randomize=no_randomize,

@@ -236,6 +236,7 @@ class Connector:
             self._clock,
             ping_interval=opts.ping_interval,
             max_pings_out=opts.max_pings_out,
+            server_max_control_line=opts.max_control_line,
             tls_creator=tls_creator,
             # TLS options make a nats:// server TLS-only; for ws:// they mean nothing
             # (a WebSocket has no in-band upgrade: use wss://).

@@ -36,11 +36,15 @@ from txnats.errors import (
 )
 from txnats.options import DEFAULT_MAX_PAYLOAD, Options
 from txnats.protocol.commands import (
+    FAST_PREFIX_MAX,
     SIZE_TAILS,
     _pub_cache,
+    check_control_line,
+    control_line_length,
     pub_frame,
     pub_prefix,
     reply_subject,
+    shorten,
     split_frames,
 )
 from txnats.protocol.headers import HeaderInput, encode_headers
@@ -167,6 +171,12 @@ class ReconnectBuffer:
         self._headers = False
 
 
+def _subject_of(frame: bytes) -> str:
+    """The subject of a PUB/HPUB frame, shortened for an error message."""
+    subject = frame[frame.find(b" ") + 1 : frame.find(b"\r\n")].split(b" ", 1)[0]
+    return shorten(subject.decode("utf-8", "replace"))
+
+
 class Publisher:
     """The publishing half of the client (see the module's docstring)."""
 
@@ -182,9 +192,12 @@ class Publisher:
         # hands the queue to the socket itself over plain TCP (see _write_through), so
         # a loop that never yields keeps going. _through_base is where it starts.
         self._through_base = self._through_at = self._max_outbound
+        #: The longest control line the server accepts (see ``max_control_line``).
+        self._max_line = options.max_control_line
         self._max_payload = DEFAULT_MAX_PAYLOAD
         # Payloads below this size take publish()'s fast path (see _set_max_payload).
-        self._fast_size = min(len(SIZE_TAILS), DEFAULT_MAX_PAYLOAD + 1)
+        self._fast_size = 0
+        self._set_max_payload(DEFAULT_MAX_PAYLOAD)
         # Whether the server (the current one, or the last) accepts HPUB.
         self._headers_supported = True
         self._out_msgs = self._out_bytes = 0
@@ -215,8 +228,10 @@ class Publisher:
 
     def _set_max_payload(self, mp: int) -> None:
         self._max_payload = mp
-        # The fast path needs a prebuilt size line and no max_payload check.
-        self._fast_size = min(len(SIZE_TAILS), mp + 1)
+        # The fast path needs a prebuilt size line and no max_payload check, and takes
+        # only subjects short enough that the control line needs no check either: with
+        # a max_control_line below that, every publish takes the checked path.
+        self._fast_size = min(len(SIZE_TAILS), mp + 1) if self._max_line >= FAST_PREFIX_MAX else 0
 
     def _outbound_drained(self) -> None:
         """The connection handed its queue to the transport: room again."""
@@ -267,6 +282,14 @@ class Publisher:
         return self._max_payload
 
     @property
+    def max_control_line(self) -> int:
+        """The longest control line, in bytes, that the client sends (the
+        ``max_control_line`` option): the subject, reply subject or queue group and the
+        sizes of a command together. A call that would need a longer one raises
+        :class:`~txnats.errors.ControlLineTooLongError`."""
+        return self._max_line
+
+    @property
     def pending_bytes(self) -> int:
         """Bytes accepted by publish() that are not yet handed to the socket."""
         proto = self._proto
@@ -294,6 +317,9 @@ class Publisher:
             entry = _pub_cache[subject]
         except (KeyError, TypeError):  # new, or unhashable: pub_prefix() checks it
             entry = pub_prefix(subject)
+            if entry[1] > FAST_PREFIX_MAX:  # too long for the fast path's assumptions
+                self._publish_checked(entry[0], data, reply, headers)
+                return
         if headers is None and type(data) is bytes:
             size = len(data)
             proto = self._writer
@@ -319,7 +345,8 @@ class Publisher:
                     # hand): validated each time, since replies are rarely repeated.
                     rep = reply_subject(reply)
                     pending = proto.out_bytes + plen + len(rep) + 1 + rest
-                    if pending <= self._through_at:
+                    # (plen + len(rep) + 1 bounds the control line: see FAST_PREFIX_MAX.)
+                    if pending <= self._through_at and plen + len(rep) < self._max_line:
                         out = proto.out_parts
                         if not out:
                             proto.schedule_flush()
@@ -328,9 +355,15 @@ class Publisher:
                         self._out_msgs += 1
                         self._out_bytes += size
                         return
+        self._publish_checked(entry[0], data, reply, headers)
+
+    def _publish_checked(
+        self, prefix: bytes, data: bytes, reply: str | None, headers: HeaderInput | None
+    ) -> None:
+        """publish() for what its fast path does not take: every limit checked."""
         payload, hdr = self._payload(data, headers)
         rep_b = None if reply is None else reply_subject(reply)
-        frame, size = pub_frame(entry[0][4:-1], payload, rep_b, hdr)
+        frame, size = pub_frame(prefix[4:-1], payload, rep_b, hdr)
         self._send(frame, size, len(payload))
 
     def _respond(self, reply: str, data: bytes, headers: HeaderInput | None) -> None:
@@ -364,9 +397,14 @@ class Publisher:
             )
 
     def _send(self, frame: bytes, size: int, payload: int) -> None:
-        """Queue an encoded PUB/HPUB frame (the tail of publish(), for the slower paths)."""
+        """Queue an encoded PUB/HPUB frame (the tail of publish(), for the slower paths).
+
+        :raises ControlLineTooLongError: its control line is over ``max_control_line``.
+        """
         if size > self._max_payload:
             self._check_size(size)
+        if control_line_length(frame) > self._max_line:
+            check_control_line(frame, self._max_line, "publish " + _subject_of(frame))
         proto = self._writer
         if proto is not None:
             pending = proto.out_bytes + len(frame)

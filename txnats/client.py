@@ -59,7 +59,7 @@ from txnats.options import (
 from txnats.protocol.commands import encode_sub, encode_unsub, pub_frame, publish_subject
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
-from txnats.request import RequestMux, request_many
+from txnats.request import REPLY_ROOM, RequestMux, check_request_line, request_many
 from txnats.servers import Server
 from txnats.subscription import Handler, Subscription, serving
 
@@ -120,6 +120,9 @@ class Client(Publisher):
         self._reconnects = 0
         self._turns = Turns(clock, self)
         self._init_publisher(opts)
+        # Subjects up to this long leave room for a request's reply subject and sizes
+        # in max_control_line; a longer one has its request's line checked exactly.
+        self._request_room = opts.max_control_line - REPLY_ROOM - len(opts.inbox_prefix)
         self._subs = Subscriptions(
             clock, self._turns.schedule, self._report, self, lambda: self._proto
         )
@@ -472,7 +475,7 @@ class Client(Publisher):
         if self.is_draining:
             raise ConnectionDrainingError("client is draining")
         sid = self._subs.next_sid()
-        frame = encode_sub(subject, sid, queue)  # validates subject and queue
+        frame = encode_sub(subject, sid, queue, self._max_line)  # validates all three
         sub = Subscription(
             self._subs,
             sid,
@@ -544,11 +547,15 @@ class Client(Publisher):
             size = len(payload) if hdr is None else len(payload) + len(hdr)
             if size > self._max_payload:
                 self._check_size(size)
+            mux = self._mux
+            if len(subj) > self._request_room:
+                # (Without an inbox yet: its prefix, and the room its NUID will take.)
+                prefix = mux.prefix if mux is not None else self.options.inbox_prefix + "." * 24
+                check_request_line(subj, prefix, size, hdr, self._max_line)
         except NatsError as e:
             return fail(e)
         if self._state == _S.CLOSED:
             return fail(ConnectionClosedError("client is closed"))
-        mux = self._mux
         if mux is None:
             try:
                 mux = self._mux = RequestMux(self, f"{self.new_inbox()}.")

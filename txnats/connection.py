@@ -85,6 +85,7 @@ class NatsProtocol(Protocol):
         ping_interval: float = 120.0,
         max_pings_out: int = 2,
         max_control_line: int = 64 * 1024,
+        server_max_control_line: int = 4096,
         tls_creator: Callable[[], Any] | None = None,
         tls_wanted: bool = False,
         tls_first: bool = False,
@@ -102,6 +103,8 @@ class NatsProtocol(Protocol):
         self.ping_interval = ping_interval
         self.max_pings_out = max_pings_out
         self.parser = Parser(max_control_line=max_control_line)
+        #: The longest control line the server accepts from us (CONNECT included).
+        self.server_max_control_line = server_max_control_line
         #: INFO from the server (the latest one).
         self.info: dict[str, Any] = {}
         self._got_info = False
@@ -313,7 +316,18 @@ class NatsProtocol(Protocol):
                 self.abort(ConnectError(f"cannot build CONNECT: {e!r}"))
                 return
             options["tls_required"] = self.tls_active
-            self._write_now(encode_connect(options) + PING)
+            connect = encode_connect(options)
+            length = len(connect) - len(b"CONNECT \r\n")
+            if length > self.server_max_control_line:
+                # The server would only answer "maximum control line exceeded". (The
+                # options hold credentials: the message names none of them.)
+                self.abort(ConnectError(
+                    f"CONNECT would be {length} bytes, over the server's max_control_line "
+                    f"of {self.server_max_control_line} bytes (a long name or JWT? raise "
+                    "the max_control_line connect option if the server allows more)"
+                ))
+                return
+            self._write_now(connect + PING)
             return
         if self.ready:
             self.handler.info_received(info)

@@ -22,6 +22,7 @@ __all__ = [
     "ConsumerDoesNotExistError",
     "ConsumerExistsError",
     "ConsumerNotFoundError",
+    "ControlLineTooLongError",
     "CredentialsError",
     "DigestMismatchError",
     "DrainTimeoutError",
@@ -36,6 +37,7 @@ __all__ = [
     "KeyExistsError",
     "KeyNotFoundError",
     "KeyValueError",
+    "MalformedHeadersError",
     "MaxPayloadError",
     "MsgNotFoundError",
     "NatsError",
@@ -80,6 +82,38 @@ class ProtocolError(NatsError):
 
 class BadSubjectError(NatsError, ValueError):
     """A subject, reply subject or queue group name is not valid for this command."""
+
+
+class ControlLineTooLongError(BadSubjectError):
+    """A command's control line (the subject, reply subject or queue group and the
+    sizes, after ``PUB``/``HPUB``/``SUB``) would be longer than the server accepts.
+
+    nats-server closes the connection of a client that sends a longer one
+    (``maximum control line exceeded``); its limit, 4,096 bytes by default, is not
+    announced in INFO, so the client enforces the ``max_control_line`` connect option
+    instead and refuses the call, having sent nothing. ``limit`` is that option and
+    ``length`` the line's length in bytes (both without the operation name and CRLF).
+    """
+
+    def __init__(self, message: str, *, length: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.length = length
+        self.limit = limit
+
+
+class MalformedHeadersError(NatsError):
+    """A message arrived with a header block that cannot be parsed (another client
+    published it; the server relays header blocks unchecked).
+
+    Reported to ``error_cb``; the connection stays up and the message is delivered
+    anyway, its ``headers`` an empty :class:`~txnats.Headers` whose ``raw`` holds the
+    block as received. ``subject`` and ``sid`` say where it arrived.
+    """
+
+    def __init__(self, message: str, *, subject: str = "", sid: int = 0) -> None:
+        super().__init__(message)
+        self.subject = subject
+        self.sid = sid
 
 
 class BadHeaderError(NatsError, ValueError):

@@ -10,6 +10,7 @@ from txnats.errors import InvalidArgumentTypeError, NatsError
 from txnats.tls import TLSConfig
 
 __all__ = [
+    "DEFAULT_MAX_CONTROL_LINE",
     "DEFAULT_MAX_OUTBOUND",
     "DEFAULT_MAX_PAYLOAD",
     "DEFAULT_PENDING_BYTES",
@@ -26,6 +27,10 @@ DEFAULT_PENDING_MSGS = 512 * 1024
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_OUTBOUND = 32 * 1024 * 1024
 DEFAULT_RECONNECT_BUFFER = 8 * 1024 * 1024
+#: nats-server's default ``max_control_line``, in bytes: the longest control line it
+#: accepts from a client, counting the arguments after the operation name (INFO does
+#: not announce it).
+DEFAULT_MAX_CONTROL_LINE = 4096
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Options:
     pending_bytes_limit: int = DEFAULT_PENDING_BYTES
     drain_timeout: float = 30.0
     max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND
+    max_control_line: int = DEFAULT_MAX_CONTROL_LINE
     allow_reconnect: bool = True
     max_reconnect_attempts: int = 60
     reconnect_wait: float = 2.0
@@ -93,6 +99,7 @@ class Options:
         check_count("pending_bytes_limit", self.pending_bytes_limit)
         check_timeout("drain_timeout", self.drain_timeout, allow_none=False)
         check_count("max_outbound_bytes", self.max_outbound_bytes)
+        check_count("max_control_line", self.max_control_line, minimum=64)
         check_count("max_reconnect_attempts", self.max_reconnect_attempts, minimum=-1)  # -1: ever
         check_delay("reconnect_wait", self.reconnect_wait)
         check_delay("reconnect_jitter", self.reconnect_jitter)

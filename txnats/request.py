@@ -27,7 +27,7 @@ from txnats.errors import (
     SlowConsumerError,
     TimeoutError,
 )
-from txnats.protocol.commands import publish_subject
+from txnats.protocol.commands import check_control_line, pub_frame, publish_subject, shorten
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput, encode_headers
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from txnats.client import Client
     from txnats.subscription import Subscription
 
-__all__ = ["RequestMux", "is_no_responders", "request_many"]
+__all__ = ["REPLY_ROOM", "RequestMux", "check_request_line", "is_no_responders", "request_many"]
 
 #: The internals of the client and of the inbox subscription this module uses,
 #: declared by :class:`_MuxOwner` and :class:`_DropHooked`.
@@ -63,6 +63,26 @@ def is_no_responders(msg: Msg) -> bool:
     """True for the server's 503 status message (no subscriber for a request)."""
     h = msg.headers
     return h is not None and h.status == 503 and not msg.data
+
+
+#: What a request's reply subject adds to its control line past the inbox prefix: the
+#: dot, a 22-character NUID, a dot, a token of up to 16 hex digits, and the sizes with
+#: their spaces (up to 10 digits each).
+REPLY_ROOM = 1 + 22 + 1 + 16 + 2 * 11 + 2
+
+
+def check_request_line(
+    subj: bytes, prefix: str, size: int, hdr: bytes | None, limit: int
+) -> None:
+    """Raise :class:`ControlLineTooLongError` if a request to ``subj`` would need a
+    control line over ``limit`` bytes, before its inbox is made: its reply subject is
+    ``prefix`` (the inbox's, or the inbox prefix and room for a NUID) and a token of up
+    to 16 hex digits; ``size`` is the message's (headers included), ``hdr`` its
+    encoded header block."""
+    reply = prefix.encode() + b"f" * 16
+    frame = pub_frame(subj, b"", reply, hdr)[0]
+    line = frame[: frame.find(b"\r\n")].rsplit(b" ", 1)[0] + b" %d" % size
+    check_control_line(line, limit, "request " + shorten(subj.decode("utf-8", "replace")))
 
 
 class _Pending:

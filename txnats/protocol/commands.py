@@ -11,12 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from txnats.errors import BadSubjectError
+from txnats.errors import BadSubjectError, ControlLineTooLongError
 from txnats.protocol.headers import HeaderInput, encode_headers
 
 __all__ = [
     "PING",
     "PONG",
+    "check_control_line",
+    "control_line_length",
     "encode_connect",
     "encode_hpub",
     "encode_pub",
@@ -27,6 +29,7 @@ __all__ = [
     "publish_subject",
     "queue_name",
     "reply_subject",
+    "shorten",
     "split_frames",
     "subscribe_subject",
 ]
@@ -38,6 +41,13 @@ PONG = b"PONG\r\n"
 # our own parser on every ASCII whitespace), plus NUL.
 _BAD = re.compile(r"[ \t\r\n\x0b\x0c\x00]")
 _CACHE_MAX = 4096
+#: Only subjects of at most this many bytes are cached: ``publish()``'s fast path takes
+#: only cached (or as short) subjects, and so needs no check of the control line's
+#: length as long as the client's limit is at least :data:`FAST_PREFIX_MAX`.
+CACHED_SUBJECT_MAX = 1000
+#: The longest ``b"PUB <subject> "`` the fast path takes. Its control line without a
+#: reply subject (subject, space, at most 4 size digits) is never longer than this.
+FAST_PREFIX_MAX = len(b"PUB ") + CACHED_SUBJECT_MAX + 1
 # Validated subjects. To publish: subject -> (b"PUB <subject> ", its length), the start
 # of every PUB frame to it (the subject's bytes are [4:-1]). To subscribe: its bytes.
 _pub_cache: dict[str, tuple[bytes, int]] = {}
@@ -110,7 +120,7 @@ def pub_prefix(subject: str) -> tuple[bytes, int]:
         entry = (prefix, len(prefix))
         # A full cache keeps what it has: subjects seen first tend to be the hot ones,
         # and one-off subjects (reply inboxes) must not push them out.
-        if len(_pub_cache) < _CACHE_MAX:
+        if len(_pub_cache) < _CACHE_MAX and len(prefix) <= FAST_PREFIX_MAX:
             _pub_cache[subject] = entry
     return entry
 
@@ -127,7 +137,7 @@ def subscribe_subject(subject: str) -> bytes:
     b = _sub_cache.get(subject)
     if b is None:
         b = _check("subject", subject, True)
-        if len(_sub_cache) < _CACHE_MAX:
+        if len(_sub_cache) < _CACHE_MAX and len(b) <= CACHED_SUBJECT_MAX:
             _sub_cache[subject] = b
     return b
 
@@ -195,12 +205,23 @@ def encode_hpub(
     return pub_frame(publish_subject(subject), payload, rep, hdr)[0]
 
 
-def encode_sub(subject: str, sid: int, queue: str | None = None) -> bytes:
-    """``SUB <subject> [queue] <sid>``."""
+def encode_sub(
+    subject: str, sid: int, queue: str | None = None, max_line: int | None = None
+) -> bytes:
+    """``SUB <subject> [queue] <sid>``.
+
+    :param max_line: the server's ``max_control_line``, in bytes (None: not checked).
+    :raises BadSubjectError: a bad subject or queue group name.
+    :raises ControlLineTooLongError: the line would be longer than ``max_line``.
+    """
     subj = subscribe_subject(subject)
     if queue is None:
-        return b"SUB %s %d\r\n" % (subj, sid)
-    return b"SUB %s %s %d\r\n" % (subj, queue_name(queue), sid)
+        frame = b"SUB %s %d\r\n" % (subj, sid)
+    else:
+        frame = b"SUB %s %s %d\r\n" % (subj, queue_name(queue), sid)
+    if max_line is not None and len(frame) - 6 > max_line:  # (b"SUB " and CRLF)
+        check_control_line(frame, max_line, "subscribe " + shorten(subject))
+    return frame
 
 
 def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
@@ -208,6 +229,38 @@ def encode_unsub(sid: int, max_msgs: int | None = None) -> bytes:
     if max_msgs is None:
         return b"UNSUB %d\r\n" % sid
     return b"UNSUB %d %d\r\n" % (sid, max_msgs)
+
+
+def control_line_length(frame: bytes) -> int:
+    """The length nats-server's ``max_control_line`` limits in a frame the encoders here
+    wrote: the bytes after the operation name and its space, up to the CRLF (the
+    subject, reply subject or queue group, sid and sizes)."""
+    eol = frame.find(b"\r\n")
+    if eol < 0:
+        eol = len(frame)
+    return eol - frame.find(b" ") - 1
+
+
+def check_control_line(frame: bytes, limit: int, what: str) -> None:
+    """Raise :class:`ControlLineTooLongError` if ``frame``'s control line is longer
+    than ``limit`` bytes (see :func:`control_line_length`); ``what`` names the subject
+    (or other argument) in the message, shortened."""
+    n = control_line_length(frame)
+    if n > limit:
+        raise ControlLineTooLongError(
+            f"{what}: the control line would be {n} bytes, over the server's "
+            f"max_control_line of {limit} bytes (the max_control_line connect option; "
+            "nats-server closes a connection that sends a longer one)",
+            length=n,
+            limit=limit,
+        )
+
+
+def shorten(text: str, keep: int = 48) -> str:
+    """``text`` for an error message: at most ``keep`` characters and its length."""
+    if len(text) <= keep:
+        return repr(text)
+    return f"{text[:keep]!r}... ({len(text)} characters)"
 
 
 def split_frames(data: bytes) -> list[bytes]:
