@@ -40,12 +40,13 @@ from txnats.errors import (
     BadHeaderError,
     BadSubjectError,
     ConnectError,
+    MalformedHeadersError,
     NatsError,
     ProtocolError,
     ServerError,
     StaleConnectionError,
 )
-from txnats.protocol.events import OK, PING, PONG, Err, Info, Msg
+from txnats.protocol.events import OK, PING, PONG, BadHeaders, Err, Info, Msg
 from txnats.protocol.headers import Headers, parse_headers
 from txnats.protocol.parser import DEFAULT_MAX_CONTROL_LINE, HARD_MAX_PAYLOAD, Parser
 from txnats.testing import FakeHandler
@@ -67,10 +68,14 @@ INFO: dict[str, Any] = {**wire.INFO, "server_id": "NHOSTILE", "max_payload": MAX
 def norm(ev: object) -> tuple[Any, ...]:
     """A comparable form of one parser event."""
     if isinstance(ev, Msg):
-        hdr = None
-        if ev.headers is not None:
+        hdr: tuple[Any, ...] | None = None
+        if ev.headers is not None and ev.headers.raw is not None:
+            hdr = ("RAW", ev.headers.raw, tuple(ev.headers.multi_items()), ev.headers.status)
+        elif ev.headers is not None:
             hdr = (ev.headers.status, ev.headers.description, tuple(ev.headers.multi_items()))
         return ("MSG", ev.subject, ev.sid, ev.reply, ev.data, hdr)
+    if isinstance(ev, BadHeaders):
+        return ("BAD-HEADERS", ev.subject, ev.sid)
     if isinstance(ev, Info):
         return ("INFO", json.dumps(ev.options, sort_keys=True))
     if isinstance(ev, Err):
@@ -92,6 +97,14 @@ def M(
     headers: tuple[int | None, str | None, tuple[tuple[str, str], ...]] | None = None,
 ) -> tuple[Any, ...]:
     return ("MSG", subject, sid, reply, data, headers)
+
+
+def U(subject: str, sid: int, block: bytes, data: bytes = b"") -> list[tuple[Any, ...]]:
+    """A message whose header block does not parse: delivered unparsed, then reported."""
+    return [
+        ("MSG", subject, sid, None, data, ("RAW", block, (), None)),
+        ("BAD-HEADERS", subject, sid),
+    ]
 
 
 def E(message: str) -> tuple[Any, ...]:
@@ -173,6 +186,10 @@ HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
 
 def _cases() -> list[Case]:
     C = Case
+
+    def bad_block(name: str, block: bytes) -> Case:
+        """A message on ``a`` whose header block does not parse."""
+        return C(name, [hmsg(b"a", b"1", block, b"")], events=U("a", 1, block))
     cases = [
         # ---- split frames and other valid-but-awkward framing
         C("split_msg_each_byte", [bytes([b]) for b in MSG1], [M("foo", 1, b"hello")]),
@@ -245,7 +262,7 @@ def _cases() -> list[Case]:
         ),
         C("hmsg_total_over_max_payload", [b"HMSG a 1 12 %d\r\n" % (INBOUND_LIMIT + 1)], error=True),
         C("hmsg_header_bigger_than_total", [b"HMSG a 1 20 10\r\n"], error=True),
-        C("hmsg_header_too_short", [b"HMSG a 1 5 5\r\nhello\r\n"], error=True),
+        C("hmsg_header_too_short", [b"HMSG a 1 5 5\r\nhello\r\n"], events=U("a", 1, b"hello")),
         C("hmsg_header_size_not_numeric", [b"HMSG a 1 x 12\r\n"], error=True),
         C("payload_shorter_than_size", [b"MSG a 1 5\r\nabc\r\nPING\r\n"], error=True),
         C("payload_longer_than_size", [b"MSG a 1 2\r\nabc\r\n"], error=True),
@@ -272,29 +289,21 @@ def _cases() -> list[Case]:
             error=True,
         ),
         # ---- malformed header blocks
-        C("hdr_wrong_version", [hmsg(b"a", b"1", b"HTTP/1.0\r\n\r\n", b"")], error=True),
-        C("hdr_no_blank_line", [hmsg(b"a", b"1", b"NATS/1.0\r\nA: b\r\n", b"")], error=True),
+        bad_block("hdr_wrong_version", b"HTTP/1.0\r\n\r\n"),
+        bad_block("hdr_no_blank_line", b"NATS/1.0\r\nA: b\r\n"),
+        bad_block("hdr_line_without_colon", b"NATS/1.0\r\nNoColon\r\n\r\n"),
+        bad_block("hdr_name_with_space", b"NATS/1.0\r\nBad Name: v\r\n\r\n"),
+        bad_block("hdr_empty_name", b"NATS/1.0\r\n: v\r\n\r\n"),
+        bad_block("hdr_bad_status", b"NATS/1.0 5x3\r\n\r\n"),
+        bad_block("hdr_four_digit_status", b"NATS/1.0 5030\r\n\r\n"),
+        bad_block("hdr_version_suffix", b"NATS/1.0x\r\n\r\n"),
+        bad_block("hdr_bare_lf", b"NATS/1.0\r\nA: b\nC: d\r\n\r\n"),
+        bad_block("hdr_blank_line_inside", b"NATS/1.0\r\n\r\nA: b\r\n\r\n"),
         C(
-            "hdr_line_without_colon",
-            [hmsg(b"a", b"1", b"NATS/1.0\r\nNoColon\r\n\r\n", b"")],
-            error=True,
+            "hdr_size_cuts_block",
+            [b"HMSG a 1 14 18\r\nNATS/1.0\r\nA: b\r\n\r\n\r\n"],
+            events=U("a", 1, b"NATS/1.0\r\nA: b", b"\r\n\r\n"),
         ),
-        C(
-            "hdr_name_with_space",
-            [hmsg(b"a", b"1", b"NATS/1.0\r\nBad Name: v\r\n\r\n", b"")],
-            error=True,
-        ),
-        C("hdr_empty_name", [hmsg(b"a", b"1", b"NATS/1.0\r\n: v\r\n\r\n", b"")], error=True),
-        C("hdr_bad_status", [hmsg(b"a", b"1", b"NATS/1.0 5x3\r\n\r\n", b"")], error=True),
-        C("hdr_four_digit_status", [hmsg(b"a", b"1", b"NATS/1.0 5030\r\n\r\n", b"")], error=True),
-        C("hdr_version_suffix", [hmsg(b"a", b"1", b"NATS/1.0x\r\n\r\n", b"")], error=True),
-        C("hdr_bare_lf", [hmsg(b"a", b"1", b"NATS/1.0\r\nA: b\nC: d\r\n\r\n", b"")], error=True),
-        C(
-            "hdr_blank_line_inside",
-            [hmsg(b"a", b"1", b"NATS/1.0\r\n\r\nA: b\r\n\r\n", b"")],
-            error=True,
-        ),
-        C("hdr_size_cuts_block", [b"HMSG a 1 14 18\r\nNATS/1.0\r\nA: b\r\n\r\n\r\n"], error=True),
         C(
             "hdr_status_503_no_description",
             [hmsg(b"_INBOX.x", b"3", b"NATS/1.0 503\r\n\r\n", b"")],
@@ -526,6 +535,13 @@ class HostileTableTests(SynchronousTestCase):
             return None
         if aborted or handler.lost:
             return f"connection closed: {handler.lost!r}"
+        want_bad = [(e[1], e[2]) for e in case.events if e[0] == "BAD-HEADERS"]
+        bad = [
+            (e.subject, e.sid) for e in handler.message_errors
+            if isinstance(e, MalformedHeadersError)
+        ]
+        if bad != want_bad or len(handler.message_errors) != len(want_bad):
+            return f"reported {handler.message_errors!r}, wanted {want_bad}"
         want_errs = [e[1] for e in case.events if e[0] == "ERR"]
         if [e.server_message for e in handler.errors] != want_errs:
             return f"server errors {handler.errors!r} != {want_errs}"
@@ -726,7 +742,7 @@ def check_feed(data: bytes, rng: random.Random, small: bool) -> tuple[list[Any],
             break
         assert parser.buffered <= _bound(parser, len(chunk)), (parser.buffered, data)
     for ev in events:
-        assert type(ev) in (Msg, Info, Err) or ev in (PING, PONG, OK), ev
+        assert type(ev) in (Msg, Info, Err, BadHeaders) or ev in (PING, PONG, OK), ev
     return [norm(e) for e in events], failed
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnats.errors import ProtocolError
-from txnats.protocol.events import OK, PING, PONG, Err, Info, Msg, Ok, Ping, Pong
+from txnats.protocol.events import OK, PING, PONG, BadHeaders, Err, Info, Msg, Ok, Ping, Pong
 from txnats.protocol.parser import DEFAULT_MAX_CONTROL_LINE, HARD_MAX_PAYLOAD, Parser
 
 # --------------------------------------------------------------------------------------
@@ -40,6 +40,8 @@ def summarize(events: Iterable[object]) -> list[Summary]:
             data: object = e.data if type(e.data) is bytes else ("NOT BYTES", e.data)
             if e.headers is None:
                 hdr: object = None
+            elif e.headers.raw is not None:
+                hdr = ("RAW", e.headers.raw, e.headers.multi_items(), e.headers.status)
             else:
                 hdr = (e.headers.status, e.headers.description, e.headers.multi_items())
             out.append(("MSG", e.subject, e.sid, e.reply, data, hdr))
@@ -53,6 +55,8 @@ def summarize(events: Iterable[object]) -> list[Summary]:
             out.append(("PONG",) if e is PONG else ("PONG-NOT-SINGLETON",))
         elif isinstance(e, Ok):
             out.append(("OK",) if e is OK else ("OK-NOT-SINGLETON",))
+        elif isinstance(e, BadHeaders):
+            out.append(("BAD-HEADERS", e.subject, e.sid))
         else:
             out.append(("UNKNOWN", repr(e)))
     return out
@@ -67,6 +71,17 @@ def msg(
 ) -> Summary:
     """The summary of one expected ``Msg``."""
     return ("MSG", subject, sid, reply, data, headers)
+
+
+def unparsed(
+    subject: str, sid: int, block: bytes, data: bytes = b"", reply: str | None = None
+) -> list[Summary]:
+    """The events of a message whose header block ``block`` does not parse: the message,
+    its headers empty with ``raw`` set, then a BadHeaders event."""
+    return [
+        ("MSG", subject, sid, reply, data, ("RAW", block, [], None)),
+        ("BAD-HEADERS", subject, sid),
+    ]
 
 
 def info(**options: Any) -> Summary:
@@ -432,20 +447,7 @@ INVALID: list[tuple[str, bytes, list[Summary], dict[str, int]]] = [
     ("hmsg_hdr_size_not_numeric", b"HMSG foo 1 x 12\r\n", [], {}),
     ("hmsg_total_size_negative", b"HMSG foo 1 12 -12\r\n", [], {}),
     ("hmsg_hdr_size_over_total", b"HMSG foo 1 20 12\r\n", [], {}),
-    ("hmsg_hdr_size_too_small", b"HMSG foo 1 5 5\r\nNATS/\r\n", [], {}),
     ("hmsg_total_over_max_payload", b"HMSG foo 1 12 101\r\n", [], SMALL),
-    ("hmsg_no_version_line", b"HMSG foo 1 12 12\r\nHTTP/1.1\r\n\r\n\r\n", [], {}),
-    ("hmsg_version_glued_to_status", b"HMSG f 1 15 15\r\nNATS/1.0503\r\n\r\n\r\n", [], {}),
-    ("hmsg_missing_terminator", b"HMSG foo 1 16 16\r\nNATS/1.0\r\nA: b\r\n\r\n", [], {}),
-    ("hmsg_line_without_colon", b"HMSG foo 1 17 17\r\nNATS/1.0\r\nAbc\r\n\r\n\r\n", [], {}),
-    ("hmsg_empty_header_name", b"HMSG foo 1 17 17\r\nNATS/1.0\r\n: c\r\n\r\n\r\n", [], {}),
-    ("hmsg_header_name_space", hmsg_frame(b"HMSG f 1", b"NATS/1.0\r\nA b: c\r\n\r\n"), [], {}),
-    ("hmsg_blank_line_inside_block", b"HMSG f 1 20 20\r\nNATS/1.0\r\n\r\nA: b\r\n\r\n\r\n", [], {}),
-    ("hmsg_bare_lf_in_value", hmsg_frame(b"HMSG f 1", b"NATS/1.0\r\nA: b\nc\r\n\r\n"), [], {}),
-    ("hmsg_bare_lf_in_status_line", b"HMSG f 1 20 20\r\nNATS/1.0 503 a\nb\r\n\r\n\r\n", [], {}),
-    ("hmsg_status_two_digits", b"HMSG f 1 15 15\r\nNATS/1.0 50\r\n\r\n\r\n", [], {}),
-    ("hmsg_status_four_digits", b"HMSG f 1 17 17\r\nNATS/1.0 5030\r\n\r\n\r\n", [], {}),
-    ("hmsg_status_not_numeric", b"HMSG f 1 16 16\r\nNATS/1.0 abc\r\n\r\n\r\n", [], {}),
     ("bare_lf_in_control_line", b"PING\nPONG\r\n", [], {}),
     ("bare_cr_in_control_line", b"PI\rNG\r\n", [], {}),
     ("cr_before_crlf", b"PING\r\r\n", [], {}),
@@ -489,12 +491,6 @@ INVALID: list[tuple[str, bytes, list[Summary], dict[str, int]]] = [
         {},
     ),
     (
-        "error_in_second_header_block",
-        b"HMSG a 1 12 12\r\nNATS/1.0\r\n\r\n\r\nHMSG a 2 12 12\r\nNATS/2.0\r\n\r\n\r\n",
-        [msg("a", 1, b"", headers=(None, None, []))],
-        {},
-    ),
-    (
         "error_after_info",
         b'INFO {"max_payload":5}\r\n-ERR \'x\'\r\nINFO {"max_payload":"5"}\r\n',
         [info(max_payload=5), err("x")],
@@ -505,6 +501,87 @@ INVALID: list[tuple[str, bytes, list[Summary], dict[str, int]]] = [
         b"MSG a 1 100\r\n" + b"x" * 100 + b"\r\nMSG a 1 101\r\n",
         [msg("a", 1, b"x" * 100)],
         SMALL,
+    ),
+]
+
+
+# A header block another client wrote that does not parse: the server relays header
+# blocks unchecked (checked against nats-server 2.15), so these are not protocol errors.
+# The message is delivered with Headers.unparsed(block), followed by a BadHeaders event,
+# and parsing goes on. (name, bytes, the events they make)
+MALFORMED_HEADERS: list[tuple[str, bytes, list[Summary]]] = [
+    ("hmsg_hdr_size_too_small", b"HMSG foo 1 5 5\r\nNATS/\r\n", unparsed("foo", 1, b"NATS/")),
+    (
+        "hmsg_no_version_line",
+        b"HMSG foo 1 12 12\r\nHTTP/1.1\r\n\r\n\r\n",
+        unparsed("foo", 1, b"HTTP/1.1\r\n\r\n"),
+    ),
+    (
+        "hmsg_version_glued_to_status",
+        b"HMSG f 1 15 15\r\nNATS/1.0503\r\n\r\n\r\n",
+        unparsed("f", 1, b"NATS/1.0503\r\n\r\n"),
+    ),
+    (
+        "hmsg_missing_terminator",
+        b"HMSG foo 1 16 16\r\nNATS/1.0\r\nA: b\r\n\r\n",
+        unparsed("foo", 1, b"NATS/1.0\r\nA: b\r\n"),
+    ),
+    (
+        "hmsg_line_without_colon",
+        b"HMSG foo 1 17 17\r\nNATS/1.0\r\nAbc\r\n\r\n\r\n",
+        unparsed("foo", 1, b"NATS/1.0\r\nAbc\r\n\r\n"),
+    ),
+    (
+        "hmsg_empty_header_name",
+        b"HMSG foo 1 17 17\r\nNATS/1.0\r\n: c\r\n\r\n\r\n",
+        unparsed("foo", 1, b"NATS/1.0\r\n: c\r\n\r\n"),
+    ),
+    (
+        "hmsg_header_name_space",
+        hmsg_frame(b"HMSG f 1", b"NATS/1.0\r\nA b: c\r\n\r\n"),
+        unparsed("f", 1, b"NATS/1.0\r\nA b: c\r\n\r\n"),
+    ),
+    (
+        "hmsg_blank_line_inside_block",
+        b"HMSG f 1 20 20\r\nNATS/1.0\r\n\r\nA: b\r\n\r\n\r\n",
+        unparsed("f", 1, b"NATS/1.0\r\n\r\nA: b\r\n\r\n"),
+    ),
+    (
+        "hmsg_bare_lf_in_value",
+        hmsg_frame(b"HMSG f 1", b"NATS/1.0\r\nA: b\nc\r\n\r\n"),
+        unparsed("f", 1, b"NATS/1.0\r\nA: b\nc\r\n\r\n"),
+    ),
+    (
+        "hmsg_bare_lf_in_status_line",
+        b"HMSG f 1 20 20\r\nNATS/1.0 503 a\nb\r\n\r\n\r\n",
+        unparsed("f", 1, b"NATS/1.0 503 a\nb\r\n\r\n"),
+    ),
+    (
+        "hmsg_status_two_digits",
+        b"HMSG f 1 15 15\r\nNATS/1.0 50\r\n\r\n\r\n",
+        unparsed("f", 1, b"NATS/1.0 50\r\n\r\n"),
+    ),
+    (
+        "hmsg_status_four_digits",
+        b"HMSG f 1 17 17\r\nNATS/1.0 5030\r\n\r\n\r\n",
+        unparsed("f", 1, b"NATS/1.0 5030\r\n\r\n"),
+    ),
+    (
+        "hmsg_status_not_numeric",
+        b"HMSG f 1 16 16\r\nNATS/1.0 abc\r\n\r\n\r\n",
+        unparsed("f", 1, b"NATS/1.0 abc\r\n\r\n"),
+    ),
+    (
+        "second_of_two_header_blocks",
+        b"HMSG a 1 12 12\r\nNATS/1.0\r\n\r\n\r\nHMSG a 2 12 12\r\nNATS/2.0\r\n\r\n\r\n",
+        [msg("a", 1, b"", headers=(None, None, [])), *unparsed("a", 2, b"NATS/2.0\r\n\r\n")],
+    ),
+    ("hmsg_block_of_one_byte", b"HMSG foo 1 1 3\r\nxab\r\n", unparsed("foo", 1, b"x", b"ab")),
+    ("hmsg_empty_block", b"HMSG foo 1 0 2\r\nab\r\n", unparsed("foo", 1, b"", b"ab")),
+    (
+        "hmsg_garbage_block_with_reply",
+        hmsg_frame(b"HMSG g 9 r.x", b"GARBAGE\xff\x00GARBAGE", b"p"),
+        unparsed("g", 9, b"GARBAGE\xff\x00GARBAGE", b"p", reply="r.x"),
     ),
 ]
 
@@ -583,6 +660,46 @@ for _name, _data, _prior, _kw in INVALID:
         InvalidFixtureTests, f"test_bytewise_{_name}", _invalid_bytewise(_name, _data, _prior, _kw)
     )
     setattr(InvalidFixtureTests, f"test_splits_{_name}", _invalid_splits(_name, _data, _prior, _kw))
+
+
+class MalformedHeaderTests(SynchronousTestCase):
+    """A header block that does not parse is delivered unparsed, however it is chunked,
+    and the parser goes on (a PING after it parses).
+
+    The test methods are generated below from ``MALFORMED_HEADERS``.
+    """
+
+    def test_table_is_large(self) -> None:
+        """The table holds at least 15 distinct named cases."""
+        self.assertGreaterEqual(len(MALFORMED_HEADERS), 15)
+        self.assertEqual(len({name for name, _, _ in MALFORMED_HEADERS}), len(MALFORMED_HEADERS))
+
+
+def _malformed(name: str, data: bytes, expected: list[Summary], how: str) -> Any:
+    def test(self: SynchronousTestCase) -> None:
+        whole = data + b"PING\r\n"
+        splits: list[list[bytes]]
+        if how == "whole":
+            splits = [[whole]]
+        elif how == "bytewise":
+            splits = [bytewise(whole)]
+        else:
+            step = max(1, len(whole) // 200)
+            splits = [[whole[:i], whole[i:]] for i in range(0, len(whole) + 1, step)]
+        for chunks in splits:
+            outcome = run(chunks)
+            self.assertIsNone(outcome.error, f"{name}: {outcome.error!r}")
+            self.assertEqual(outcome.summary, [*expected, S_PING], f"{name}, {len(chunks)} chunks")
+
+    test.__doc__ = f"Malformed headers {name!r} fed {how}: delivered unparsed, parsing goes on."
+    return test
+
+
+for _name, _data, _expected in MALFORMED_HEADERS:
+    for _how in ("whole", "bytewise", "splits"):
+        setattr(
+            MalformedHeaderTests, f"test_{_how}_{_name}", _malformed(_name, _data, _expected, _how)
+        )
 
 
 # --------------------------------------------------------------------------------------

@@ -172,6 +172,9 @@ class Retired:
     def server_error(self, error: ServerError) -> None:
         self._live.server_error(error)
 
+    def message_error(self, error: NatsError) -> None:
+        self._live.message_error(error)
+
     def schedule(self, fn: Callable[..., object], *args: object) -> None:
         self._live.schedule(fn, *args)
 

@@ -25,7 +25,7 @@ __all__ = ["Link", "LinkedClient"]
 #: The client's internals this module calls, declared by :class:`LinkedClient`.
 HOUSE_PRIVATE_OK = {
     "_info_received", "_server_error", "_outbound_drained", "_connection_lost",
-    "_connected", "_gave_up", "_turns", "_connector", "_subs",
+    "_connected", "_gave_up", "_turns", "_connector", "_subs", "_report",
 }
 
 
@@ -42,6 +42,7 @@ class LinkedClient(Protocol):
     def _connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None: ...
     def _connected(self, proto: NatsProtocol, server: Server) -> None: ...
     def _gave_up(self, error: NatsError) -> None: ...
+    def _report(self, error: Exception) -> None: ...
 
 
 class Link:
@@ -71,6 +72,9 @@ class Link:
 
     def server_error(self, error: ServerError) -> None:
         self._client._server_error(error)
+
+    def message_error(self, error: NatsError) -> None:
+        self._client._report(error)
 
     def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
         self._client._connection_lost(proto, reason)

@@ -31,6 +31,7 @@ from txnats.errors import (
     AuthorizationError,
     ConnectError,
     ConnectionClosedError,
+    MalformedHeadersError,
     NatsError,
     ProtocolError,
     ServerError,
@@ -39,7 +40,7 @@ from txnats.errors import (
 )
 from txnats.protocol.commands import PING, PONG, encode_connect, split_frames
 from txnats.protocol.errors import classify_error
-from txnats.protocol.events import Err, Info, Msg, Ping, Pong
+from txnats.protocol.events import BadHeaders, Err, Info, Msg, Ping, Pong
 from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
 from txnats.tls import is_tls_failure
 
@@ -66,6 +67,7 @@ class ConnectionHandler(TypingProtocol):
     def msgs_received(self, msgs: list[Msg]) -> None: ...
     def info_received(self, info: dict[str, Any]) -> None: ...
     def server_error(self, error: ServerError) -> None: ...
+    def message_error(self, error: NatsError) -> None: ...
     def schedule(self, fn: Callable[..., object], *args: object) -> None: ...
     def read_started(self) -> None: ...
     def read_finished(self) -> None: ...
@@ -271,6 +273,13 @@ class NatsProtocol(Protocol):
                 self._on_info(ev.options)
             elif type(ev) is Err:
                 self._on_err(ev.message)
+            elif type(ev) is BadHeaders:
+                self.handler.message_error(MalformedHeadersError(
+                    f"message on {ev.subject!r} (sid {ev.sid}) carries a header block that "
+                    f"cannot be parsed ({ev.reason}); delivered with the block in "
+                    "headers.raw",
+                    subject=ev.subject, sid=ev.sid,
+                ))
             if self.closing:
                 return  # only control events can end the connection; stop at once
         if run:

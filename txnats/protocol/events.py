@@ -8,7 +8,9 @@ from typing import Any, Protocol
 from txnats.errors import NoReplySubjectError
 from txnats.protocol.headers import HeaderInput, Headers
 
-__all__ = ["OK", "PING", "PONG", "Err", "Event", "Info", "Msg", "Ok", "Ping", "Pong"]
+__all__ = [
+    "OK", "PING", "PONG", "BadHeaders", "Err", "Event", "Info", "Msg", "Ok", "Ping", "Pong",
+]
 
 # Msg.respond calls the _Publisher protocol's private hook on the bound client.
 HOUSE_PRIVATE_OK = {"_respond"}
@@ -30,6 +32,16 @@ class Err:
     """``-ERR <message>``, with surrounding quotes removed."""
 
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BadHeaders:
+    """Follows the :class:`Msg` of an ``HMSG`` whose header block does not parse: that
+    message's ``headers`` are :meth:`Headers.unparsed`. ``reason`` says what is wrong."""
+
+    subject: str
+    sid: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,4 +112,4 @@ class Msg:
         )
 
 
-Event = Info | Msg | Err | Ping | Pong | Ok
+Event = Info | Msg | Err | Ping | Pong | Ok | BadHeaders

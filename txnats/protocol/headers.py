@@ -81,9 +81,15 @@ class Headers(MutableMapping[str, str]):
     ``del`` removes them all. ``status`` and ``description`` hold the inline status of
     the header line (``NATS/1.0 503``), which servers use for no-responders, heartbeats
     and JetStream pull results.
+
+    ``raw`` is None, but for the headers of a received message whose header block could
+    not be parsed (another client wrote it; the server relays header blocks unchecked):
+    then it holds the block as received, the mapping is empty and ``status`` is None,
+    and encoding these headers (publishing them again) sends ``raw`` unchanged, until a
+    header is added.
     """
 
-    __slots__ = ("_items", "description", "status")
+    __slots__ = ("_items", "description", "raw", "status")
 
     def __init__(
         self,
@@ -95,10 +101,12 @@ class Headers(MutableMapping[str, str]):
         self._items: list[tuple[str, str]] = []
         self.status = status
         self.description = description
+        self.raw: bytes | None = None
         if items is None:
             return
         if isinstance(items, Headers):
             self._items = list(items._items)
+            self.raw = items.raw
             if status is None:
                 self.status = items.status
                 self.description = items.description
@@ -110,6 +118,14 @@ class Headers(MutableMapping[str, str]):
         else:
             for name, value in items:
                 self.add(name, value)
+
+    @classmethod
+    def unparsed(cls, block: bytes) -> Headers:
+        """Headers standing for a received header block that could not be parsed:
+        empty, with ``raw`` holding ``block``."""
+        h = cls()
+        h.raw = block
+        return h
 
     # Mapping protocol -------------------------------------------------------------
     def __getitem__(self, name: str) -> str:
@@ -172,6 +188,7 @@ class Headers(MutableMapping[str, str]):
                 self._items == other._items
                 and self.status == other.status
                 and self.description == other.description
+                and self.raw == other.raw
             )
         if isinstance(other, Mapping):
             try:
@@ -184,6 +201,9 @@ class Headers(MutableMapping[str, str]):
 
     def __repr__(self) -> str:
         status = "" if self.status is None else f", status={self.status}"
+        if self.raw is not None:
+            raw = self.raw if len(self.raw) <= 64 else self.raw[:64] + b"..."
+            return f"Headers(raw={raw!r})"
         return f"Headers({self._items!r}{status})"
 
 
@@ -194,6 +214,8 @@ def encode_headers(headers: HeaderInput) -> bytes:
     carried; nothing is returned in that case.
     """
     if isinstance(headers, Headers):
+        if headers.raw is not None and not headers._items and headers.status is None:
+            return headers.raw  # relayed as it came, as the server relays it
         pairs: Iterable[tuple[str, str]] = headers._items
         first = _HEADER_LINE_STR
         if headers.status is not None:

@@ -23,8 +23,20 @@ import re
 from typing import Any
 
 from txnats.errors import ProtocolError
-from txnats.protocol.events import OK, PING, PONG, Err, Event, Info, Msg, Ok, Ping, Pong
-from txnats.protocol.headers import parse_headers
+from txnats.protocol.events import (
+    OK,
+    PING,
+    PONG,
+    BadHeaders,
+    Err,
+    Event,
+    Info,
+    Msg,
+    Ok,
+    Ping,
+    Pong,
+)
+from txnats.protocol.headers import Headers, parse_headers
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "HARD_MAX_PAYLOAD", "Parser", "validate_info"]
 
@@ -327,9 +339,13 @@ class Parser:
     def _take_pending(self, buf: bytes, pos: int, events: list[Event]) -> int:
         """Take the payload the pending MSG/HMSG line announced, if all of it is here.
 
+        A header block that does not parse was written by the publisher, not the
+        server (which relays it unchecked): the message is delivered with
+        :meth:`Headers.unparsed` headers, followed by a :class:`BadHeaders` event.
+
         :returns: the offset after its CRLF, or ``pos`` if nothing is pending or the
             payload has not all arrived (then it stays pending).
-        :raises ProtocolError: the payload is not followed by CRLF, or bad headers.
+        :raises ProtocolError: the payload is not followed by CRLF.
         """
         pending = self._pending
         if pending is None:
@@ -340,11 +356,20 @@ class Parser:
             return pos
         if buf[end : end + 2] != b"\r\n":
             raise ProtocolError("payload not followed by CRLF")
+        bad = None
         if hlen < 0:
             hdr, start = None, pos
         else:
-            hdr, start = parse_headers(bytes(buf[pos : pos + hlen])), pos + hlen
+            block, start = bytes(buf[pos : pos + hlen]), pos + hlen
+            try:
+                hdr = parse_headers(block)
+            except ProtocolError as e:
+                hdr = Headers.unparsed(block)
+                bad = BadHeaders(subject, sid, str(e)[:200])
         events.append(Msg(subject, reply, bytes(buf[start:end]), hdr, sid))
+        if bad is not None:
+            events.append(bad)
+            self.controls += 1
         self._pending = None
         return end + 2
 
@@ -428,8 +453,8 @@ class Parser:
             total = _size(args[-1])
             if hlen > total:
                 raise ProtocolError("HMSG header size exceeds total size")
-            if hlen < 12:  # b"NATS/1.0\r\n\r\n"
-                raise ProtocolError("HMSG header block too short")
+            # (A block too short to be one, b"NATS/1.0\r\n\r\n" being the shortest,
+            # is the publisher's doing: delivered unparsed, as any malformed block.)
         else:
             if n == 4:
                 reply = None

@@ -167,6 +167,8 @@ class FakeHandler:
         self.updates: list[dict[str, Any]] = []
         #: Every ``-ERR`` reported.
         self.errors: list[ServerError] = []
+        #: Every message the protocol could not take whole (unparsable headers).
+        self.message_errors: list[NatsError] = []
         #: Each lost connection, with its reason.
         self.lost: list[tuple[NatsProtocol, NatsError]] = []
         #: How many times the outbound buffer was reported drained.
@@ -190,6 +192,10 @@ class FakeHandler:
     def server_error(self, error: ServerError) -> None:
         """Record a ``-ERR`` the connection survives."""
         self.errors.append(error)
+
+    def message_error(self, error: NatsError) -> None:
+        """Record a message the protocol delivered with unparsable headers."""
+        self.message_errors.append(error)
 
     def schedule(self, fn: Callable[..., object], *args: object) -> None:
         """Keep ``fn(*args)`` for :meth:`run_scheduled`."""
