@@ -116,14 +116,19 @@ class Subscriptions:
             ):
                 self.schedule(sub._finish, error)
 
-    def begin_drain(self, proto: NatsProtocol) -> tuple[list[Subscription], list[Deferred[None]]]:
-        """Unsubscribe every live subscription on ``proto``, keeping what they hold.
+    def begin_drain(
+        self, proto: NatsProtocol, later: frozenset[int] = frozenset()
+    ) -> tuple[list[Subscription], list[Deferred[None]]]:
+        """Unsubscribe every live subscription on ``proto`` but those whose sid is in
+        ``later`` (reply inboxes, which must outlive the requests they answer), keeping
+        what they hold.
 
         Returns them, and a Deferred per subscription to wait for (those already
         ending included), each fired when it has ended.
         """
-        subs = list(self.by_sid.values())
-        ended = [s.when_ended() for s in [*subs, *self.ending.values()]]
+        subs = [s for s in self.by_sid.values() if s.sid not in later]
+        ending = [s for s in self.ending.values() if s.sid not in later]
+        ended = [s.when_ended() for s in [*subs, *ending]]
         for s in subs:
             s._begin_drain()
             proto.write(encode_unsub(s.sid))

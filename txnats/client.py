@@ -32,6 +32,7 @@ from zope.interface import implementer
 
 from txnats._args import check_count, check_reactor, check_timeout
 from txnats._connector import Connector
+from txnats._deadline import within
 from txnats._lameduck import Mover
 from txnats._link import Link
 from txnats._outbox import Publisher
@@ -127,6 +128,8 @@ class Client(Publisher):
             clock, self._turns.schedule, self._report, self, lambda: self._proto
         )
         self._mux: RequestMux | None = None
+        # The sids of request_many()'s inboxes while they gather (a drain waits for them).
+        self._reply_inboxes: set[int] = set()
         self._link = Link(self)
         self._connector = Connector(
             reactor, clock, servers, opts, self._link, self._link, rng or random.Random()
@@ -591,7 +594,7 @@ class Client(Publisher):
         """
         return request_many(
             self, subject, data, timeout=timeout, stall=stall, max_msgs=max_msgs,
-            sentinel=sentinel, headers=headers,
+            sentinel=sentinel, headers=headers, inboxes=self._reply_inboxes,
         )
 
     # ================================================================== flush & drain
@@ -615,25 +618,8 @@ class Client(Publisher):
             self._offline_flushes.append(d)
         if timeout is None:
             return d
-        outer: Deferred[None] = Deferred(lambda _: d.cancel() if not d.called else None)
-
-        def expire() -> None:
-            if not outer.called:
-                outer.errback(FlushTimeoutError(f"no PONG within {timeout}s"))
-
-        timer = self._clock.callLater(timeout, expire)
-
-        def done(result: object) -> None:
-            if timer.active():
-                timer.cancel()
-            if not outer.called:
-                if isinstance(result, Failure):
-                    outer.errback(result)
-                else:
-                    outer.callback(None)
-
-        d.addBoth(done)
-        return outer
+        expired = f"no PONG within {timeout}s"
+        return within(d, timeout, self._clock, lambda: FlushTimeoutError(expired))
 
     def rtt(self, timeout: float | None = 10.0) -> Deferred[float]:
         """The round-trip time to the server, in seconds (one PING/PONG)."""
@@ -641,10 +627,12 @@ class Client(Publisher):
         return self.flush(timeout).addCallback(lambda _: self._clock.seconds() - start)
 
     def drain(self) -> Deferred[None]:
-        """Drain every subscription, then refuse publishes, flush and close.
+        """Drain every subscription, then refuse publishes, let the requests already
+        sent get their answers (or time out), flush and close.
 
-        While subscriptions drain, handlers may still publish (to answer requests); new
-        subscriptions are refused. Fails with :class:`DrainTimeoutError` after
+        While subscriptions drain, handlers may still publish and make requests (to
+        answer requests); new subscriptions are refused. Then new requests fail with
+        :class:`ConnectionDrainingError`. Fails with :class:`DrainTimeoutError` after
         ``drain_timeout`` (the client is closed anyway). Called from inside one of the
         client's handlers (or a coroutine it started), it starts the drain and fires at
         once: waiting would wait for that very handler.
@@ -670,7 +658,11 @@ class Client(Publisher):
         result: Deferred[None] = Deferred()
         self._drain_d = result
         proto = self._proto
-        subs, ended = self._subs.begin_drain(proto)
+        # Reply inboxes stay until the requests they answer have ended (see subs_done).
+        mux, later = self._mux, set(self._reply_inboxes)
+        if mux is not None:
+            later.add(mux.subscription.sid)
+        subs, ended = self._subs.begin_drain(proto, frozenset(later))
 
         def subs_flushed(_: object) -> Deferred[Any]:
             self._subs.input_done(subs)
@@ -680,7 +672,11 @@ class Client(Publisher):
             if self._state != _S.DRAINING_SUBS:
                 return None
             self._set_state(_S.DRAINING_PUBS)
-            return self.flush(None)
+            # Requests already sent get their answer (or time out); then flush, close.
+            waits = [s.when_ended() for s in self._subs.all() if s.sid in self._reply_inboxes]
+            if self._mux is not None:
+                waits.append(self._mux.when_idle())
+            return DeferredList(waits).addCallback(lambda _: self.flush(None))
 
         def finished(res: object) -> None:
             if timer.active():

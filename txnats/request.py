@@ -111,6 +111,8 @@ class RequestMux:
         self._deadlines: list[tuple[float, int, str]] = []
         self._timer: IDelayedCall | None = None
         self._timer_at = 0.0
+        # when_idle() callers, fired once no request is pending.
+        self._idle: list[Deferred[None]] = []
         self.subscription: Subscription = client.subscribe(
             prefix + "*",
             self._on_response,
@@ -123,6 +125,20 @@ class RequestMux:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    def when_idle(self) -> Deferred[None]:
+        """A fresh Deferred that fires (in a later batch) once no request is pending:
+        each was answered, timed out, was cancelled or failed. A drain waits for it."""
+        d: Deferred[None] = Deferred()
+        self._idle.append(d)
+        self._check_idle()
+        return d
+
+    def _check_idle(self) -> None:
+        if not self._pending and self._idle:
+            waiters, self._idle = self._idle, []
+            for d in waiters:
+                self._client.schedule(d.callback, None)
 
     def new_reply(self, subject: str, timeout: float | None) -> tuple[str, Deferred[Msg]]:
         """Register a request; return its reply subject and its Deferred."""
@@ -168,6 +184,7 @@ class RequestMux:
             p.deferred.errback(
                 Failure(TimeoutError(f"no response on {p.subject!r} within {p.timeout}s"))
             )
+        self._check_idle()
 
     def _pop(self, token: str) -> _Pending | None:
         p = self._pending.pop(token, None)
@@ -175,6 +192,8 @@ class RequestMux:
             # Every deadline left belongs to an ended request. The timer stays: the next
             # request will most likely need it (it finds nothing to do if not).
             self._deadlines.clear()
+            if self._idle:
+                self._check_idle()
         return p
 
     def forget(self, reply: str) -> None:
@@ -263,8 +282,13 @@ def request_many(
     max_msgs: int | None = None,
     sentinel: Callable[[Msg], bool] | None = None,
     headers: HeaderInput | None = None,
+    inboxes: set[int] | None = None,
 ) -> Deferred[list[Msg]]:
-    """:meth:`txnats.Client.request_many`: a fresh inbox per call, on the client's public API."""
+    """:meth:`txnats.Client.request_many`: a fresh inbox per call, on the client's public API.
+
+    :param inboxes: the sids of reply inboxes that a drain leaves for last; this call's
+        inbox is in it while it gathers.
+    """
     try:
         _check_many(subject, data, timeout, stall, max_msgs, sentinel, headers)
     except NatsError as e:
@@ -280,6 +304,8 @@ def request_many(
             if t.active():
                 t.cancel()
         timers.clear()
+        if inboxes is not None:
+            inboxes.discard(sub.sid)
         if sub.is_active:
             sub.unsubscribe()
         if done.called:
@@ -321,6 +347,8 @@ def request_many(
     except NatsError as e:
         sub.unsubscribe()
         return fail(e)
+    if inboxes is not None:
+        inboxes.add(sub.sid)
     timers["total"] = clock.callLater(timeout, finish, None)
     return done
 

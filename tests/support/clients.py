@@ -7,6 +7,7 @@ The client dials through endpoint strings (``tcp:host=...:port=...``), which end
 
 from __future__ import annotations
 
+import re
 from random import Random
 from typing import Any
 
@@ -39,6 +40,21 @@ CLIENT_STATES = [
 def endpoint(port: int = 4222) -> str:
     """The endpoint string of a loopback server on ``port``."""
     return f"tcp:host=127.0.0.1:port={port}"
+
+
+def no_responders(server: ServerSide, answered: set[bytes]) -> None:
+    """Answer each request the client wrote to ``server`` (a PUB whose reply subject
+    falls under one of its wildcard subscriptions) with nats-server's no-responders
+    status, once (``answered`` holds the reply subjects already answered)."""
+    wire = server.transport.value()
+    inboxes = re.findall(rb"SUB (\S+)\.\* (\d+)\r\n", wire)
+    for reply in re.findall(rb"H?PUB \S+ (\S+) (?:\d+ )?\d+\r\n", wire):
+        for prefix, sid in inboxes:
+            if reply.startswith(prefix + b".") and reply not in answered:
+                answered.add(reply)
+                block = b"NATS/1.0 503\r\n\r\n"
+                server.send(b"HMSG %s %s %d %d\r\n%s\r\n" % (
+                    reply, sid, len(block), len(block), block))
 
 
 class ClientTestMixin:
@@ -99,12 +115,15 @@ class ClientTestMixin:
         return attempts
 
     def pump(self, server: ServerSide | None, turns: int = 20) -> None:
-        """Play a cooperative server: answer PINGs, close when the client closes."""
+        """Play a cooperative server: answer PINGs, answer requests as nats-server does
+        when nobody subscribes (a 503 status), close when the client closes."""
+        answered: set[bytes] = set()
         for _ in range(turns):
             self.clock.advance(0)
             if server is None or server.lost:
                 continue
             server.answer_pings()
+            no_responders(server, answered)
             if server.transport.disconnecting:
                 server.lose()
 

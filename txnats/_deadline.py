@@ -1,0 +1,41 @@
+"""A Deferred with a deadline that fails with an error of the caller's choosing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.python.failure import Failure
+
+__all__ = ["within"]
+
+T = TypeVar("T")
+
+
+def within(
+    d: Deferred[T], timeout: float, clock: IReactorTime, error: Callable[[], Exception]
+) -> Deferred[T]:
+    """A fresh Deferred with ``d``'s result, or failing with ``error()`` once ``timeout``
+    seconds have passed first. ``d`` itself is left to run (a late result is ignored);
+    cancelling the fresh Deferred cancels ``d``."""
+    outer: Deferred[T] = Deferred(lambda _: d.cancel() if not d.called else None)
+
+    def expire() -> None:
+        if not outer.called:
+            outer.errback(error())
+
+    timer = clock.callLater(timeout, expire)
+
+    def done(result: object) -> None:
+        if timer.active():
+            timer.cancel()
+        if not outer.called:
+            if isinstance(result, Failure):
+                outer.errback(result)
+            else:
+                outer.callback(result)  # type: ignore[arg-type]
+
+    d.addBoth(done)
+    return outer
