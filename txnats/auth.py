@@ -59,11 +59,25 @@ def _looks_like_seed(text: str) -> bool:
 
 
 def _read(path: str, what: str) -> str:
+    """Read the file ``path``, given as the option ``what`` names.
+
+    :raises CredentialsError: it cannot be read. The message names the option, never
+        the value: credentials given where a path belongs (a ``.creds`` file's content,
+        a seed, a JWT) must not come back in an error or a log line.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
-    except OSError as e:
-        raise CredentialsError(f"cannot read {what} {path!r}: {e.strerror}") from None
+    except (OSError, ValueError) as e:  # (ValueError: a NUL in the "path")
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        hint = (
+            "; it looks like credentials, not a path: pass a file's path"
+            if "\n" in path or "-----" in path or len(path) > 1024 else ""
+        )
+        raise CredentialsError(
+            f"cannot read the {what}: {reason} (the value is not shown, as it may be a "
+            f"secret{hint})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,7 @@ class Credentials:
             out["auth_token"] = self.token_handler()
         nonce = info.get("nonce")
         if self.user_credentials is not None:
-            jwt, seed = parse_creds(_read(self.user_credentials, "creds file"))
+            jwt, seed = parse_creds(_read(self.user_credentials, "creds file (user_credentials)"))
             out["jwt"] = jwt
             if nonce:
                 out["sig"] = sign_nonce(seed, nonce)[1]
@@ -139,7 +153,7 @@ class Credentials:
             seed_text = self.nkeys_seed
             if seed_text is None:
                 assert self.nkeys_seed_file is not None
-                seed_text = _read(self.nkeys_seed_file, "seed file")
+                seed_text = _read(self.nkeys_seed_file, "seed file (nkeys_seed_file)")
             elif not _looks_like_seed(seed_text.strip()):
                 # nats-py users pass a path here: accept one. (The value is never put in
                 # an error message: it may be a mistyped seed.)

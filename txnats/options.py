@@ -74,8 +74,8 @@ class Options:
     retry_on_failed_connect: bool = False
     token_handler: Callable[[], str] | None = field(default=None, repr=False)
     nkeys_seed: str | None = field(default=None, repr=False)
-    nkeys_seed_file: str | None = None
-    user_credentials: str | None = None
+    nkeys_seed_file: str | None = field(default=None, repr=False)
+    user_credentials: str | None = field(default=None, repr=False)
     user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
     signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
     tls: TLSConfig | None = None

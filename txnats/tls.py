@@ -17,12 +17,26 @@ _PEM_CERT = re.compile(
 )
 
 
-def _read_bytes(path: str, what: str) -> bytes:
+def _shown(path: str | None) -> str:
+    """``repr(path)``, unless it does not look like a path (PEM content given instead)."""
+    if path is None or not ("\n" in path or "-----" in path or len(path) > 1024):
+        return repr(path)
+    return "(not shown)"
+
+
+def _read_bytes(path: str, what: str, secret: bool = False) -> bytes:
+    """Read ``path``, the ``what`` of the TLS options.
+
+    :raises TLSError: it cannot be read. The message shows the path unless it is the
+        private key's, or does not look like a path (PEM content given instead of one).
+    """
     try:
         with open(path, "rb") as f:
             return f.read()
-    except OSError as e:
-        raise TLSError(f"cannot read {what} {path!r}: {e.strerror}") from None
+    except (OSError, ValueError) as e:  # (ValueError: a NUL in the "path")
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        shown = "(not shown)" if secret else _shown(path)
+        raise TLSError(f"cannot read {what} {shown}: {reason}") from None
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,13 @@ class TLSConfig:
     handshake_first: bool = False
     creator: Any = None
 
+    def __repr__(self) -> str:
+        return (
+            f"TLSConfig(ca_file={_shown(self.ca_file)}, cert_file={_shown(self.cert_file)}, "
+            f"key_file={'(set)' if self.key_file else None}, hostname={self.hostname!r}, "
+            f"handshake_first={self.handshake_first!r}, creator={self.creator!r})"
+        )
+
     def client_creator(self, hostname: str) -> Any:
         """An ``IOpenSSLClientConnectionCreator`` verifying ``hostname``."""
         if self.creator is not None:
@@ -54,16 +75,16 @@ class TLSConfig:
         if self.ca_file is not None:
             pems = _PEM_CERT.findall(_read_bytes(self.ca_file, "CA file"))
             if not pems:
-                raise TLSError(f"no certificate in CA file {self.ca_file!r}")
+                raise TLSError("no certificate in the CA file (ca_file)")
             try:
                 certs = [ssl.Certificate.loadPEM(p) for p in pems]
             except Exception as e:
-                raise TLSError(f"bad CA file {self.ca_file!r}: {e}") from None
+                raise TLSError(f"bad CA file (ca_file): {type(e).__name__}") from None
             trust = ssl.trustRootFromCertificates(certs)  # type: ignore[no-untyped-call]
         client_cert: Any = None
         if self.cert_file is not None:
             cert = _read_bytes(self.cert_file, "certificate file")
-            key = _read_bytes(self.key_file, "key file") if self.key_file else cert
+            key = _read_bytes(self.key_file, "key file", secret=True) if self.key_file else cert
             try:
                 client_cert = ssl.PrivateCertificate.loadPEM(  # type: ignore[no-untyped-call]
                     key + b"\n" + cert
