@@ -14,15 +14,14 @@ A :class:`Client` is the public face; the work is done by the rooms it holds (se
 
 Each connection is a fresh :class:`~txnats.connection.NatsProtocol` reporting to the
 client's :class:`~txnats._link.Link`; the client survives its loss. The states and the transitions
-allowed between them are :class:`ClientState` and ``_TRANSITIONS``.
+allowed between them are :class:`ClientState` and ``TRANSITIONS`` (in ``_states``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from twisted.internet.defer import Deferred, DeferredList, fail, succeed
 from twisted.internet.interfaces import IReactorCore, IReactorTime
@@ -37,6 +36,7 @@ from txnats._lameduck import Mover
 from txnats._link import Link
 from txnats._outbox import Publisher
 from txnats._registry import Subscriptions
+from txnats._states import TRANSITIONS, ClientState
 from txnats._turns import Listeners, Turns, call_user
 from txnats.connection import NatsProtocol
 from txnats.errors import (
@@ -61,7 +61,7 @@ from txnats.protocol.commands import encode_sub, encode_unsub, pub_frame, publis
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
 from txnats.request import REPLY_ROOM, RequestMux, check_request_line, request_many
-from txnats.servers import Server
+from txnats.servers import Server, parse_servers
 from txnats.subscription import Handler, Subscription, serving
 
 if TYPE_CHECKING:
@@ -73,31 +73,27 @@ log = Logger()
 
 _INF = float("inf")
 
-class ClientState(StrEnum):
-    """The states of a client (strings, for logging and comparison)."""
-
-    CONNECTING = "CONNECTING"
-    CONNECTED = "CONNECTED"
-    RECONNECTING = "RECONNECTING"
-    DRAINING_SUBS = "DRAINING_SUBS"
-    DRAINING_PUBS = "DRAINING_PUBS"
-    CLOSED = "CLOSED"
-
-
 _S = ClientState
-_TRANSITIONS: dict[ClientState, frozenset[ClientState]] = {
-    _S.CONNECTING: frozenset({_S.CONNECTED, _S.CLOSED}),
-    _S.CONNECTED: frozenset({_S.RECONNECTING, _S.DRAINING_SUBS, _S.CLOSED}),
-    _S.RECONNECTING: frozenset({_S.CONNECTED, _S.CLOSED}),
-    _S.DRAINING_SUBS: frozenset({_S.DRAINING_PUBS, _S.CLOSED}),
-    _S.DRAINING_PUBS: frozenset({_S.CLOSED}),
-    _S.CLOSED: frozenset(),
-}
 
 
 @implementer(IClient)
 class Client(Publisher):
     """A NATS client. Make one with :func:`connect` (or build one and :meth:`start` it)."""
+
+    def __new__(
+        cls,
+        reactor: IReactorCore,
+        servers: str | Sequence[str] = DEFAULT_URL,
+        options: Options | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> Self:
+        # What can refuse the arguments runs here, before the object exists: a client is
+        # never half-built (one whose __init__ raised used to fail on is_closed).
+        check_reactor("Client", reactor)
+        (options or Options()).check()
+        parse_servers(servers)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -107,12 +103,10 @@ class Client(Publisher):
         *,
         rng: random.Random | None = None,
     ) -> None:
-        check_reactor("Client", reactor)
         self._reactor = reactor
         clock: IReactorTime = reactor  # type: ignore[assignment]
         self._clock = clock
         self.options = opts = options or Options()
-        opts.check()
         self._state = _S.CONNECTING
         self._proto: NatsProtocol | None = None
         self._server: Server | None = None
@@ -161,7 +155,7 @@ class Client(Publisher):
         return self._state
 
     def _set_state(self, new: ClientState) -> None:
-        if new not in _TRANSITIONS[self._state]:
+        if new not in TRANSITIONS[self._state]:
             raise AssertionError(f"bad transition {self._state} -> {new}")  # pragma: no cover
         log.debug("State {old} -> {new}", old=self._state, new=new)
         self._state = new
