@@ -29,8 +29,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnats import Client, ClientState, connect, errors
-from txnats.client import Options
+from txnats import Client, ClientState, Options, connect, errors
 from txnats.errors import (
     FlushTimeoutError,
     InvalidArgumentError,

@@ -13,8 +13,7 @@ from typing import Any
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnats import Client, ConnectError, InvalidArgumentError, InvalidArgumentTypeError
-from txnats.client import Options
+from txnats import Client, ConnectError, InvalidArgumentError, InvalidArgumentTypeError, Options
 
 BAD: list[tuple[str, tuple[Any, ...], type[Exception]]] = [
     ("max_pings_out=0", ("nats://127.0.0.1:4222", Options(max_pings_out=0)), InvalidArgumentError),

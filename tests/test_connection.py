@@ -16,7 +16,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnats.client import Client, Options
+from txnats import Client, Options
 from txnats.connection import NatsProtocol
 from txnats.errors import (
     AuthorizationError,

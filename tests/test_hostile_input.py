@@ -33,7 +33,7 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnats.client import Client, Options
+from txnats import Client, Options
 from txnats.connection import NatsProtocol
 from txnats.errors import (
     AuthorizationError,

@@ -16,7 +16,7 @@ class ExportsTests(SynchronousTestCase):
         """The top-level names are exactly the documented ones (a change here is an API change)."""
         expected = {
             "Client", "ClientState", "Headers", "IClient", "IMsg", "ISubscription", "Msg",
-            "Statistics", "Subscription", "__version__", "connect", *errors.__all__,
+            "Options", "Statistics", "Subscription", "__version__", "connect", *errors.__all__,
         }
         self.assertEqual(set(txnats.__all__), expected)
         for name in txnats.__all__:

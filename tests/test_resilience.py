@@ -25,11 +25,11 @@ from txnats import (
     ConnectionClosedError,
     Msg,
     NoRespondersError,
+    Options,
     OutboundBufferFullError,
     SubscriptionClosedError,
     connect,
 )
-from txnats.client import Options
 from txnats.testing import FaultProxy, NatsCluster, NatsServer
 
 from .support.clients import CLIENT_STATES, ClientTestMixin, endpoint

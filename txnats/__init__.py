@@ -10,6 +10,7 @@ from txnats.client import Client, ClientState, Statistics
 from txnats.errors import *  # noqa: F403
 from txnats.errors import __all__ as _errors_all
 from txnats.interfaces import IClient, IMsg, ISubscription
+from txnats.options import Options
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import Headers
 from txnats.subscription import Subscription
@@ -25,6 +26,7 @@ __all__ = [
     "IMsg",
     "ISubscription",
     "Msg",
+    "Options",
     "Statistics",
     "Subscription",
     "__version__",

@@ -67,7 +67,7 @@ from txnats.subscription import Handler, Subscription, serving
 if TYPE_CHECKING:
     from txnats.jetstream import JetStreamContext
 
-__all__ = ["DEFAULT_URL", "Client", "ClientState", "Options", "Statistics"]
+__all__ = ["DEFAULT_URL", "Client", "ClientState", "Statistics"]
 
 log = Logger()
 

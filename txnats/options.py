@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from txnats._args import check_count, check_delay, check_timeout
-from txnats.errors import InvalidArgumentTypeError, NatsError
+from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError, NatsError
 from txnats.tls import TLSConfig
 
 __all__ = [
@@ -44,48 +44,134 @@ class Statistics:
     reconnects: int = 0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Options:
-    """Every connection option; see :func:`connect` for their meaning."""
+    """Every connection option, with its default: the one place they are declared.
 
+    :func:`txnats.connect` takes each as a keyword (``connect(reactor, url,
+    name="svc", ping_interval=30.0)``); ``Client(reactor, servers, Options(...))``
+    takes them as one object. Times are in seconds, sizes in bytes. A bad value makes
+    ``connect()`` fail, and ``Client()`` raise, with :class:`InvalidArgumentError`
+    (:class:`InvalidArgumentTypeError` for a wrong type) naming the option; an unknown
+    option is a ``TypeError`` naming it and the closest known name.
+    """
+
+    #: The client's name, shown by the server's monitoring (``connz``).
     name: str | None = None
+    #: User and password (or put them in the URL: ``nats://user:pass@host``).
     user: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
+    #: An authentication token (or in the URL: ``nats://token@host``).
     token: str | None = field(default=None, repr=False)
+    #: Ask the server to acknowledge every command with ``+OK`` (debugging only).
     verbose: bool = False
+    #: Ask the server for strict subject checking.
     pedantic: bool = False
+    #: Do not receive the messages this connection publishes itself.
     no_echo: bool = False
+    #: Seconds one connection attempt may take: TCP, TLS and the NATS handshake.
     connect_timeout: float = 2.0
+    #: Seconds between the client's PINGs; 0 sends none.
     ping_interval: float = 120.0
+    #: PINGs without a PONG after which the connection is declared stale (at least 1).
     max_pings_out: int = 2
+    #: The prefix of reply subjects made by :meth:`~txnats.Client.new_inbox`.
     inbox_prefix: str = "_INBOX"
+    #: Default pending limits of a subscription: messages, and payload bytes, held
+    #: before it drops (or, with ``backpressure=True``, stops reading).
     pending_msgs_limit: int = DEFAULT_PENDING_MSGS
     pending_bytes_limit: int = DEFAULT_PENDING_BYTES
+    #: Seconds :meth:`~txnats.Client.drain` may take before the client closes anyway.
     drain_timeout: float = 30.0
+    #: Bytes publishes may queue for the socket before ``publish`` raises
+    #: :class:`OutboundBufferFullError` (32 MiB).
     max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND
+    #: The longest control line, in bytes, the server accepts (nats-server's default is
+    #: 4,096; INFO does not announce it): a call that would need a longer one raises
+    #: :class:`ControlLineTooLongError` instead of costing the connection.
     max_control_line: int = DEFAULT_MAX_CONTROL_LINE
+    #: Reconnect when the connection is lost.
     allow_reconnect: bool = True
+    #: Attempts per server before it is dropped from the pool; -1 for ever.
     max_reconnect_attempts: int = 60
+    #: Seconds between two attempts on the same server, plus up to
+    #: ``reconnect_jitter`` seconds chosen at random.
     reconnect_wait: float = 2.0
     reconnect_jitter: float = 0.1
+    #: Bytes of publishes kept while disconnected, sent after the reconnection (8 MiB;
+    #: 0 keeps none and publishing raises while disconnected).
     reconnect_buffer_size: int = DEFAULT_RECONNECT_BUFFER
+    #: Try the servers in the order given instead of shuffled.
     no_randomize: bool = False
+    #: Do not add the servers a cluster announces (``connect_urls``) to the pool.
     ignore_discovered_servers: bool = False
+    #: On the first connect, go through the pool as reconnecting would, rather than
+    #: trying each server once.
     retry_on_failed_connect: bool = False
+    #: Called on every connection attempt for a fresh token.
     token_handler: Callable[[], str] | None = field(default=None, repr=False)
+    #: An NKEY user seed (``SU...``), or a path to a file holding one.
     nkeys_seed: str | None = field(default=None, repr=False)
+    #: A path to a file holding an NKEY user seed.
     nkeys_seed_file: str | None = field(default=None, repr=False)
+    #: A path to a ``.creds`` file (user JWT and seed), read on every connection
+    #: attempt so that rotated credentials apply.
     user_credentials: str | None = field(default=None, repr=False)
+    #: JWT authentication without a file: a callable returning the user JWT, and one
+    #: returning the raw Ed25519 signature of the server's nonce.
     user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
     signature_cb: Callable[[str], bytes] | None = field(default=None, repr=False)
+    #: TLS settings as one object (for a ready ``creator`` among them); or the
+    #: ``tls_*`` options below, not both. Either makes the client insist on TLS.
     tls: TLSConfig | None = None
+    #: PEM file of the certificates to trust instead of the platform's.
+    tls_ca_file: str | None = None
+    #: PEM files of a client certificate and its key (mutual TLS).
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = field(default=None, repr=False)
+    #: The name to verify in the server's certificate (and send as SNI).
+    tls_hostname: str | None = None
+    #: Start TLS before the server's INFO (servers configured with ``handshake_first``).
+    tls_handshake_first: bool = False
+    #: Offer permessage-deflate on ``ws://``/``wss://`` connections.
     ws_compression: bool = False
+    #: ``error_cb(error)``: asynchronous errors (slow consumers, handler errors,
+    #: permission violations, messages that could not be delivered whole).
     error_cb: Callable[[Exception], object] | None = None
+    #: ``disconnected_cb(reason)``: the connection was lost (or closed).
     disconnected_cb: Callable[[NatsError], object] | None = None
+    #: ``reconnected_cb()``: connected again (after a loss, or a lame-duck move).
     reconnected_cb: Callable[[], object] | None = None
+    #: ``closed_cb()``: the client is closed for good.
     closed_cb: Callable[[], object] | None = None
+    #: ``lame_duck_cb()``: the server announced lame-duck mode.
     lame_duck_cb: Callable[[], object] | None = None
+    #: ``discovered_servers_cb(urls)``: a cluster announced servers new to the pool.
     discovered_servers_cb: Callable[[list[str]], object] | None = None
+
+    def __post_init__(self) -> None:
+        shorthand = (
+            self.tls_ca_file or self.tls_cert_file or self.tls_key_file or self.tls_hostname
+            or self.tls_handshake_first
+        )
+        if shorthand and self.tls is None:
+            self.tls = TLSConfig(
+                ca_file=self.tls_ca_file, cert_file=self.tls_cert_file,
+                key_file=self.tls_key_file, hostname=self.tls_hostname,
+                handshake_first=self.tls_handshake_first,
+            )
+        elif shorthand and not self._tls_from_shorthand():
+            raise InvalidArgumentError("give tls=TLSConfig(...) or the tls_* options, not both")
+
+    def _tls_from_shorthand(self) -> bool:
+        """True if ``tls`` is what the ``tls_*`` options make (a copy of these options)."""
+        t = self.tls
+        return t is not None and t.creator is None and (
+            t.ca_file, t.cert_file, t.key_file, t.hostname, t.handshake_first
+        ) == (
+            self.tls_ca_file, self.tls_cert_file, self.tls_key_file, self.tls_hostname,
+            self.tls_handshake_first,
+        )
 
     def check(self) -> None:
         """Check every number and callback (see :mod:`txnats._args`).

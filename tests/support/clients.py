@@ -16,8 +16,7 @@ from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
-from txnats import Client, ClientState
-from txnats.client import Options
+from txnats import Client, ClientState, Options
 from txnats.testing import ServerSide
 
 from .wire import info_line

@@ -32,7 +32,7 @@ from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnats.client import Client, Options
+from txnats.client import Client
 from txnats.errors import (
     ConnectionClosedError,
     FlushTimeoutError,
@@ -41,6 +41,7 @@ from txnats.errors import (
     NatsError,
     OutboundBufferFullError,
 )
+from txnats.options import Options
 from txnats.protocol.events import Msg
 from txnats.subscription import Subscription
 
