@@ -106,6 +106,8 @@ def read(ops: int, how: str) -> None:
     got = [0]
 
     async def reader() -> None:
+        if ops == 0:
+            return
         if how == "iter":
             async for _ in sub:
                 got[0] += 1
