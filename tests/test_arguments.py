@@ -716,7 +716,7 @@ class FlushArgumentTests(ArgsMixin, SynchronousTestCase):
 # ====================================================================== Subscription
 class SubscriptionArgumentTests(ArgsMixin, SynchronousTestCase):
     def next_msg(self, sub: Any, timeout: object) -> Deferred[Msg]:
-        return Deferred.fromCoroutine(sub.next_msg(timeout))
+        return sub.next_msg(timeout)
 
     def test_next_msg_refuses_bad_timeouts_and_swallows_nothing(self) -> None:
         """next_msg() with a bad timeout fails at once naming timeout, leaving no waiter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -162,7 +162,7 @@ class BackpressureTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(sub.pending_msgs, 25)
         got = []
         for _ in range(25):
-            got.append(self.successResultOf(Deferred.fromCoroutine(sub.next_msg(1))).data)
+            got.append(self.successResultOf(sub.next_msg(1)).data)
             if sub.pending_msgs > 5:
                 self.assertEqual(server.transport.producerState, "paused")
         self.assertEqual(server.transport.producerState, "producing")
@@ -213,7 +213,7 @@ class SubscriptionEdgeTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(2)
         self.assertIsInstance(self.failureResultOf(d).value, DrainTimeoutError)
         # The message is still there for a reader, and reading it ends the subscription.
-        reading = Deferred.fromCoroutine(sub.next_msg(1))
+        reading = sub.next_msg(1)
         self.assertEqual(self.successResultOf(reading).data, b"unread")
         self.assertFalse(sub.is_active)
 

@@ -460,7 +460,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         sub = client.subscribe("a")
         self.clock.advance(0)
         timers = list(self.clock.getDelayedCalls())
-        d = Deferred.fromCoroutine(sub.next_msg(timeout=0.5))
+        d = sub.next_msg(timeout=0.5)
         self.assertEqual(len(self.clock.getDelayedCalls()), len(timers) + 1)
         self.clock.advance(0.5 - 1 / 64)
         self.assertNoResult(d)
@@ -470,27 +470,18 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.assertEqual(len(sub._waiters), 0)
         self.assertEqual(self.clock.getDelayedCalls(), timers)
 
-    def test_next_msg_returns_queued_message_without_suspending(self) -> None:
-        """A queued message comes back on the coroutine's first step: no suspension, no Deferred."""
+    def test_next_msg_returns_queued_message_at_once(self) -> None:
+        """A queued message comes back in a Deferred already fired, with no timeout
+        timer armed."""
         client, server = self.connected()
         sub = client.subscribe("a")
         self.clock.advance(0)
         server.send(msg_frame("a", sub.sid, b"one") + msg_frame("a", sub.sid, b"two"))
         self.assertEqual(sub.pending_msgs, 2)
         timers = list(self.clock.getDelayedCalls())
-        made: list[Deferred[Any]] = []
-        real_init = Deferred.__init__
-
-        def counting_init(d: Deferred[Any], *args: Any, **kwargs: Any) -> None:
-            made.append(d)
-            real_init(d, *args, **kwargs)
-
-        coro = sub.next_msg(timeout=0.5)
-        self.patch(Deferred, "__init__", counting_init)
-        with self.assertRaises(StopIteration) as stopped:
-            coro.send(None)
-        self.assertEqual(made, [])
-        msg = stopped.exception.value
+        d = sub.next_msg(timeout=0.5)
+        self.assertIsInstance(d, Deferred)
+        msg = self.successResultOf(d)
         self.assertIsInstance(msg, Msg)
         self.assertEqual(msg.data, b"one")
         self.assertEqual((sub.pending_msgs, sub.delivered), (1, 1))
@@ -502,7 +493,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         sub = client.subscribe("a")
         self.clock.advance(0)
         timers = list(self.clock.getDelayedCalls())  # the client's own (PING)
-        d = Deferred.fromCoroutine(sub.next_msg(timeout=5))
+        d = sub.next_msg(timeout=5)
         self.assertNoResult(d)
         self.assertEqual(len(sub._waiters), 1)
         self.assertEqual(len(self.clock.getDelayedCalls()), len(timers) + 1)
@@ -513,7 +504,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         server.send(msg_frame("a", sub.sid, b"kept"))
         self.clock.advance(0)
         self.assertEqual((sub.pending_msgs, sub.delivered), (1, 0))
-        got = self.successResultOf(Deferred.fromCoroutine(sub.next_msg(timeout=5)))
+        got = self.successResultOf(sub.next_msg(timeout=5))
         self.assertEqual(got.data, b"kept")
         self.assertEqual((sub.pending_msgs, sub.delivered, sub.dropped), (0, 1, 0))
 
@@ -523,7 +514,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         sub = client.subscribe("a")
         self.clock.advance(0)
         timers = list(self.clock.getDelayedCalls())
-        d = Deferred.fromCoroutine(sub.next_msg(timeout=5))
+        d = sub.next_msg(timeout=5)
         server.send(msg_frame("a", sub.sid, b"late"))
         self.clock.advance(0)
         self.assertEqual(self.successResultOf(d).data, b"late")
@@ -553,7 +544,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         client, _server = self.connected()
         sub = client.subscribe("a", lambda m: None)
         self.clock.advance(0)
-        d = Deferred.fromCoroutine(sub.next_msg())
+        d = sub.next_msg()
         self.failureResultOf(d, InvalidArgumentError)
 
     def test_next_msg_on_ended_subscription_raises(self) -> None:
@@ -564,7 +555,7 @@ class SubscriptionTests(ClientTestMixin, SynchronousTestCase):
         self.clock.advance(0)
         self.assertFalse(sub.is_active)
         for _ in range(2):
-            d = Deferred.fromCoroutine(sub.next_msg())
+            d = sub.next_msg()
             self.failureResultOf(d, SubscriptionClosedError)
 
     def test_permission_violation_on_subscribe_ends_sub(self) -> None:
@@ -1097,7 +1088,7 @@ class ReconnectTests(ClientTestMixin, SynchronousTestCase):
             max_reconnect_attempts=3, reconnect_wait=1.0, error_cb=errors.append
         )
         sub = client.subscribe("a")
-        d = Deferred.fromCoroutine(sub.next_msg(timeout=None))
+        d = sub.next_msg(timeout=None)
         server.lose()
         attempts = self.fail_dials()
         self.assertEqual(len(attempts), 3)

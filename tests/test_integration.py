@@ -321,7 +321,7 @@ class AutoUnsubscribeTests(ServerTestCase):
         await bounded(sub.when_ended())
         self.assertFalse(sub.is_active)
         await self.assert_fails(
-            Deferred.fromCoroutine(sub.next_msg(timeout=WAIT)), SubscriptionClosedError
+            sub.next_msg(timeout=WAIT), SubscriptionClosedError
         )
 
     async def test_max_msgs_with_handler(self) -> None:
@@ -351,7 +351,7 @@ class AutoUnsubscribeTests(ServerTestCase):
         got = [(await sub.next_msg(timeout=WAIT)).data for _ in range(5)]
         self.assertEqual(got, [b"early-0", b"early-1", b"late-0", b"late-1", b"late-2"])
         await self.assert_fails(
-            Deferred.fromCoroutine(sub.next_msg(timeout=WAIT)), SubscriptionClosedError
+            sub.next_msg(timeout=WAIT), SubscriptionClosedError
         )
         self.assertEqual(sub.received, 5)
         self.assertFalse(sub.is_active)
@@ -577,7 +577,7 @@ class NextMsgTests(ServerTestCase):
         nc = await self.connect()
         sub = nc.subscribe("nm.nothing")
         err = await self.assert_fails(
-            Deferred.fromCoroutine(sub.next_msg(timeout=0.1)), txnats.TimeoutError
+            sub.next_msg(timeout=0.1), txnats.TimeoutError
         )
         self.assertIsInstance(err, TimeoutError)  # the built-in too
         self.assertTrue(sub.is_active)
@@ -586,7 +586,7 @@ class NextMsgTests(ServerTestCase):
         """Cancelling a pending next_msg() fails it; the next next_msg() gets the message."""
         nc = await self.connect()
         sub = nc.subscribe("nm.cancel")
-        pending = Deferred.fromCoroutine(sub.next_msg(timeout=WAIT))
+        pending = sub.next_msg(timeout=WAIT)
         pending.cancel()
         await self.assert_fails(pending, CancelledError)
         nc.publish("nm.cancel", b"kept")
@@ -640,7 +640,7 @@ class NextMsgTests(ServerTestCase):
         await drained
         self.assertFalse(sub.is_active)
         await self.assert_fails(
-            Deferred.fromCoroutine(sub.next_msg(timeout=WAIT)), SubscriptionClosedError
+            sub.next_msg(timeout=WAIT), SubscriptionClosedError
         )
 
     async def test_async_for_ends_on_drain(self) -> None:
@@ -833,7 +833,7 @@ class FlushTests(ServerTestCase):
         await nc.flush(timeout=WAIT)
         flushing = nc.flush(timeout=WAIT)
         requesting = nc.request("fl.silent", b"?", timeout=WAIT)
-        reading = Deferred.fromCoroutine(nc.subscribe("fl.nothing").next_msg(timeout=WAIT))
+        reading = nc.subscribe("fl.nothing").next_msg(timeout=WAIT)
         closing = nc.close()
         await self.assert_fails(flushing, ConnectionClosedError)
         await self.assert_fails(requesting, ConnectionClosedError)

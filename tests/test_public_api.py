@@ -8,7 +8,7 @@ from zope.interface.verify import verifyObject
 
 import txnats
 from txnats import errors
-from txnats.interfaces import IClient, IMsg, ISubscription
+from txnats.interfaces import IClient, IMsg, IReader, ISubscription
 
 
 class ExportsTests(SynchronousTestCase):
@@ -100,3 +100,51 @@ class JetStreamInterfaceTests(SynchronousTestCase):
         from txnats.jetstream import ObjectStore
 
         self.assertTrue(verifyObject(IObjectStore, ObjectStore(self.js, "b")))
+
+
+def public_names(cls: type) -> set[str]:
+    """The public attributes and methods of ``cls`` (its MRO's, object's excluded)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        names.update(n for n in vars(klass) if not n.startswith("_"))
+    return names
+
+
+class InterfaceCompletenessTests(SynchronousTestCase):
+    """Each interface lists what users call on its implementation, with real types."""
+
+    CORE = ("IMsg", "IReader", "ISubscription", "IClient")
+
+    def test_client_interface_is_complete(self) -> None:
+        """Every public name of Client is in IClient (before, jetstream, request_many,
+        rtt, new_inbox and most properties were missing)."""
+        self.assertEqual(public_names(txnats.Client) - set(IClient.names(all=True)), set())
+
+    def test_subscription_interface_is_complete(self) -> None:
+        """Every public name of Subscription is in ISubscription, ``__aiter__``
+        (async for) included."""
+        sub = txnats.Client(MemoryReactorClock(), "nats://h").subscribe("a")
+        names = public_names(type(sub)) | {n for n in vars(sub) if not n.startswith("_")}
+        # Settings a subscription was made with, and its limits: readable, not a
+        # contract for test doubles.
+        names -= {"pending_msgs_limit", "pending_bytes_limit", "concurrency"}
+        self.assertEqual(names - set(ISubscription.names(all=True)), set())
+        self.assertIn("__aiter__", IReader.names(all=True))
+
+    def test_core_interfaces_have_real_return_types(self) -> None:
+        """No method of the core interfaces is annotated ``-> object``."""
+        import ast
+        from pathlib import Path
+
+        import txnats.interfaces
+
+        tree = ast.parse(Path(txnats.interfaces.__file__).read_text())
+        vague = [
+            f"{cls.name}.{fn.name}"
+            for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name in self.CORE
+            for fn in cls.body if isinstance(fn, ast.FunctionDef)
+            if fn.returns is None or ast.unparse(fn.returns) == "object"
+        ]
+        self.assertEqual(vague, [])

@@ -1018,8 +1018,7 @@ class Figure6LifecycleTests(ClientTestMixin, SynchronousTestCase):
                 if state != "CLOSED":
                     pending.append(client.flush(timeout=None))
                     pending.append(client.request("svc", b"x", timeout=None))
-                    reading = client.subscribe("z").next_msg(timeout=None)
-                    pending.append(Deferred.fromCoroutine(reading))
+                    pending.append(client.subscribe("z").next_msg(timeout=None))
                 results = [op(client), op(client)]
                 if first is not None:
                     first.addErrback(lambda f: None)

@@ -16,7 +16,6 @@ from txnats.protocol.headers import Headers
 from txnats.subscription import Subscription
 
 classImplements(Msg, IMsg)
-classImplements(Subscription, ISubscription)
 
 __all__ = [
     "Client",

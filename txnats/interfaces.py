@@ -6,93 +6,196 @@ can be checked with ``zope.interface.verify.verifyObject``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zope.interface import Attribute, Interface
 
-__all__ = ["IClient", "IJsMsg", "IKeyValue", "IMsg", "IObjectStore", "ISubscription"]
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from txnats.protocol.events import Msg
+    from txnats.protocol.headers import HeaderInput
+    from txnats.subscription import Handler
+
+__all__ = [
+    "IClient", "IJsMsg", "IKeyValue", "IMsg", "IObjectStore", "IReader", "ISubscription",
+]
 
 
 class IMsg(Interface):
     """A message received from the server."""
 
     subject = Attribute("The subject it was published to (str).")
-    reply = Attribute("The reply subject, or None.")
+    reply = Attribute("The reply subject (str), or None.")
     data = Attribute("The payload (bytes).")
-    headers = Attribute("A txnats.Headers, or None.")
+    headers = Attribute(
+        "The headers (txnats.Headers), or None; a block that could not be parsed is an "
+        "empty Headers whose ``raw`` holds it."
+    )
     sid = Attribute("The id of the subscription it arrived on (int).")
 
-    def respond(data: bytes = b"", headers: Any = None) -> None:
-        """Publish to the reply subject."""
+    def respond(data: bytes = b"", headers: HeaderInput | None = None) -> None:
+        """Publish ``data`` to the reply subject; raises NoReplySubjectError without one,
+        and what :meth:`IClient.publish` raises."""
 
 
-class ISubscription(Interface):
-    """Interest in a subject."""
+class IReader(Interface):
+    """Something messages (or entries) are read from, one at a time: a subscription
+    without a handler, and every JetStream, key-value and object-store reader.
+
+    Every reader offers the same two ways to read, with the same meaning:
+    ``await reader.next_msg(timeout)`` and ``async for item in reader``.
+    """
+
+    def next_msg(timeout: float | None = 1.0) -> Deferred[Any]:
+        """A Deferred firing with the next item (at once if one is waiting).
+
+        ``timeout`` is in seconds (None: wait for as long as it takes); past it the
+        Deferred fails with :class:`~txnats.errors.TimeoutError`. Once the reader has
+        ended and nothing is left, it fails with the reason it ended. Cancelling it
+        while it waits withdraws the read: nothing is lost.
+        """
+
+    def __aiter__() -> Any:
+        """``async for item in reader``: the items in order; the loop ends when the
+        reader ends normally, and raises the reason when it ends for another."""
+
+
+class ISubscription(IReader):
+    """Interest in a subject: its mailbox, counters and ending."""
 
     sid = Attribute("Subscription id (int).")
-    subject = Attribute("The subject (str).")
-    queue = Attribute("The queue group, or None.")
-    pending_msgs = Attribute("Messages waiting in the mailbox.")
-    pending_bytes = Attribute("Payload bytes waiting in the mailbox.")
-    delivered = Attribute("Messages handed to the handler or a reader.")
-    dropped = Attribute("Messages dropped over the pending limits.")
+    subject = Attribute("The subject (str), wildcards allowed.")
+    queue = Attribute("The queue group (str), or None.")
+    max_msgs = Attribute("The auto-unsubscribe limit (int), or None.")
+    backpressure = Attribute("True when a full mailbox pauses reading instead of dropping.")
+    pending_msgs = Attribute("Messages waiting in the mailbox (int).")
+    pending_bytes = Attribute("Payload bytes waiting in the mailbox (int).")
+    received = Attribute("Messages that arrived (int): delivered + dropped + pending_msgs.")
+    delivered = Attribute("Messages handed to the handler or a reader (int).")
+    dropped = Attribute("Messages dropped over the pending limits (int).")
+    is_active = Attribute("True until the subscription has ended (bool).")
+    end_reason = Attribute("Why it ended (a NatsError), or None while it has not.")
 
     def unsubscribe() -> None:
-        """Stop interest now."""
+        """Stop interest now; what was received is still handed out."""
 
     def auto_unsubscribe(max_msgs: int) -> None:
-        """Unsubscribe after max_msgs messages."""
+        """Unsubscribe once ``max_msgs`` messages in all have arrived."""
 
-    def drain() -> object:
-        """Unsubscribe; Deferred fired once everything received is handled."""
+    def drain(timeout: float | None = None) -> Deferred[None]:
+        """Unsubscribe; fires once everything received before has been handled
+        (:class:`~txnats.errors.DrainTimeoutError` past ``timeout`` seconds)."""
 
-    def next_msg(timeout: float | None = 1.0) -> object:
-        """Coroutine returning the next message: ``await sub.next_msg()``.
-
-        Wrap it with ``Deferred.fromCoroutine(...)`` where a Deferred is needed
-        (cancelling that Deferred withdraws the read), or ``yield`` it inside
-        ``inlineCallbacks``.
-        """
+    def when_ended() -> Deferred[None]:
+        """A fresh Deferred that fires once the subscription has ended."""
 
 
 class IClient(Interface):
-    """A connection to a NATS system."""
+    """A connection to a NATS system (:class:`txnats.Client`)."""
 
-    stats = Attribute("Statistics: in/out msgs and bytes, reconnects.")
-    server_info = Attribute("The server's INFO (dict).")
+    options = Attribute("The txnats.Options the client was made with.")
+    state = Attribute("The txnats.ClientState it is in.")
+    clock = Attribute("The IReactorTime it times everything with.")
+    stats = Attribute("A txnats.Statistics snapshot: messages and bytes in/out, reconnects.")
+    server_info = Attribute("The INFO of the server it is (or was last) connected to (dict).")
+    is_connected = Attribute("True while connected (bool).")
+    is_closed = Attribute("True once closed (bool).")
+    is_reconnecting = Attribute("True while reconnecting (bool).")
+    is_draining = Attribute("True while draining (bool).")
+    connected_url = Attribute("The current server's URL, credentials redacted, or None.")
+    client_id = Attribute("The id the server gave this connection (int), or None.")
+    servers = Attribute("The server pool's URLs, credentials redacted (list of str).")
+    discovered_servers = Attribute("The pool's servers a cluster announced (list of str).")
+    max_payload = Attribute("The largest message, headers included, the server takes (bytes).")
+    max_control_line = Attribute("The longest control line the client sends (bytes).")
+    pending_bytes = Attribute("Bytes published and not yet handed to the socket (int).")
+    subscriptions = Attribute("The active subscriptions (list of ISubscription).")
 
     def publish(
-        subject: str, data: bytes = b"", reply: str | None = None, headers: Any = None
+        subject: str, data: bytes = b"", reply: str | None = None,
+        headers: HeaderInput | None = None,
     ) -> None:
-        """Publish a message (buffered)."""
+        """Publish a message (buffered: it leaves at the end of the reactor turn).
+        Raises, having queued nothing, BadSubjectError, ControlLineTooLongError,
+        BadHeaderError, MaxPayloadError, HeadersNotSupportedError,
+        OutboundBufferFullError, ConnectionDrainingError or ConnectionClosedError."""
 
-    def subscribe(subject: str, handler: Any = None, *, queue: str | None = None) -> object:
-        """Subscribe; returns an ISubscription (every argument after ``handler`` is
-        keyword-only)."""
+    def subscribe(
+        subject: str,
+        handler: Handler | None = None,
+        *,
+        queue: str | None = None,
+        max_msgs: int | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+        concurrency: int = 1,
+        backpressure: bool = False,
+    ) -> ISubscription:
+        """Subscribe; the handler's messages come in order (with ``concurrency`` > 1,
+        that many at once). Raises BadSubjectError, ControlLineTooLongError,
+        InvalidArgumentError, ConnectionClosedError or ConnectionDrainingError."""
 
     def request(
-        subject: str, data: bytes = b"", timeout: float | None = 1.0, headers: Any = None
-    ) -> object:
-        """Deferred firing with the first response."""
+        subject: str, data: bytes = b"", timeout: float | None = 1.0,
+        headers: HeaderInput | None = None,
+    ) -> Deferred[Msg]:
+        """Fires with the first response; fails with TimeoutError after ``timeout``
+        seconds, NoRespondersError when nobody listens, ConnectionClosedError."""
 
-    def flush(timeout: float | None = 10.0) -> object:
-        """Deferred firing once the server processed everything sent."""
+    def request_many(
+        subject: str,
+        data: bytes = b"",
+        *,
+        timeout: float = 1.0,
+        stall: float | None = None,
+        max_msgs: int | None = None,
+        sentinel: Callable[[Msg], bool] | None = None,
+        headers: HeaderInput | None = None,
+    ) -> Deferred[list[Msg]]:
+        """Fires with the responses gathered until ``timeout`` or ``stall`` seconds,
+        ``max_msgs`` responses or a ``sentinel`` one (ADR-47)."""
 
-    def drain() -> object:
-        """Drain subscriptions, then close."""
+    def new_inbox() -> str:
+        """A unique subject under the inbox prefix."""
 
-    def start() -> object:
-        """Make the first connection of a client built directly; Deferred firing with it."""
+    def flush(timeout: float | None = 10.0) -> Deferred[None]:
+        """Fires once the server has processed everything sent (FlushTimeoutError
+        after ``timeout`` seconds)."""
 
-    def close() -> object:
-        """Close now."""
+    def rtt(timeout: float | None = 10.0) -> Deferred[float]:
+        """Fires with the round-trip time to the server, in seconds."""
 
-    def when_closed() -> object:
-        """A fresh Deferred fired once closed."""
+    def wait_for_room() -> Deferred[None]:
+        """Fires once the outbound buffer has been handed to the socket."""
+
+    def jetstream(**options: Any) -> Any:
+        """A JetStream context on this connection (txnats.jetstream.JetStreamContext)."""
+
+    def start() -> Deferred[Any]:
+        """Make the first connection of a client built directly; fires with it."""
+
+    def drain() -> Deferred[None]:
+        """Drain the subscriptions, let the requests in flight end, flush and close."""
+
+    def close() -> Deferred[None]:
+        """Close now; fires once the connection is gone."""
+
+    def when_closed() -> Deferred[None]:
+        """A fresh Deferred that fires once the client is closed."""
 
     def add_status_listener(fn: Callable[[Any], object]) -> Callable[[], None]:
         """Call ``fn(state)`` after every state change; returns a remover."""
+
+    def set_servers(servers: str | Sequence[str]) -> None:
+        """Replace the server pool (used from the next reconnection on)."""
+
+    def force_reconnect() -> None:
+        """Close the current connection and reconnect."""
+
+    def schedule(fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` in the client's next batch of work."""
 
 
 class IJsMsg(IMsg):

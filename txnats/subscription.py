@@ -18,10 +18,11 @@ from contextvars import ContextVar
 from enum import IntEnum
 from typing import Any, Protocol
 
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from txnats._args import check_count, check_timeout
 from txnats.errors import (
@@ -34,6 +35,7 @@ from txnats.errors import (
     SubscriptionClosedError,
     TimeoutError,
 )
+from txnats.interfaces import ISubscription
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
 
@@ -106,6 +108,7 @@ def serving() -> Subscription | None:
     return _serving.get()
 
 
+@implementer(ISubscription)
 class Subscription:
     """Interest in a subject; see :meth:`txnats.Client.subscribe`."""
 
@@ -420,27 +423,44 @@ class Subscription:
         self._ended.append(d)
         return d
 
-    async def next_msg(self, timeout: float | None = 1.0) -> Msg:
-        """The next message from the mailbox (pull style), or ``TimeoutError``.
+    def next_msg(self, timeout: float | None = 1.0) -> Deferred[Msg]:
+        """The next message from the mailbox (pull style).
 
-        A coroutine: ``msg = await sub.next_msg()``. A queued message is returned
-        without suspending and without a Deferred. Where a Deferred is needed, wrap
-        it: ``Deferred.fromCoroutine(sub.next_msg())``; inside ``inlineCallbacks``,
-        ``msg = yield sub.next_msg()`` works too (Twisted 24.7 and later accept a
-        yielded coroutine). Cancelling that Deferred while it waits withdraws the
-        request; no message is lost. The wait starts when the coroutine first runs,
-        not when ``next_msg()`` is called.
+        :param timeout: seconds to wait for one, or None to wait for as long as it
+            takes.
+        :returns: a Deferred (``msg = await sub.next_msg()``) that fires with the next
+            message; at once (already fired) when one is queued. Cancelling it while it
+            waits withdraws the read: no message is lost.
 
-        Only for subscriptions without a handler (``InvalidArgumentError``
-        otherwise). On a subscription that has ended and has nothing queued, raises
-        why it ended (``SubscriptionClosedError``, ``ConnectionClosedError``, or the
-        server's ``PermissionViolationError``).
+        The Deferred fails with :class:`TimeoutError` after ``timeout``; with the
+        reason the subscription ended (:class:`SubscriptionClosedError`,
+        :class:`ConnectionClosedError`, the server's
+        :class:`PermissionViolationError`) once it has ended and nothing is queued;
+        with :class:`InvalidArgumentError` for a bad ``timeout`` or on a subscription
+        with a handler (whose messages go to the handler).
         """
-        if timeout is not None and (type(timeout) is not float or not 0.0 < timeout < _INF):
-            timeout = check_timeout("timeout", timeout)  # (NaN fails the test above too)
-        if self._mailbox and not self._waiters and self._handler is None:
-            return self._take_next()
-        return await self._wait_next(timeout)
+        mailbox = self._mailbox
+        if mailbox and not self._waiters and self._handler is None and (
+            timeout is None or (type(timeout) is float and 0.0 < timeout < _INF)
+        ):
+            # A queued message: _take_next() inlined (this runs once per message read).
+            msg = mailbox.popleft()
+            self.pending_msgs -= 1
+            self.pending_bytes -= len(msg.data)
+            self.delivered += 1
+            if self._slow or self.backpressure:
+                self._below_low_water()
+            if self._state == _ENDING:
+                self._check_end()
+            return succeed(msg)
+        try:
+            if timeout is not None:
+                timeout = check_timeout("timeout", timeout)  # (NaN and inf refused)
+            if mailbox and not self._waiters and self._handler is None:
+                return succeed(self._take_next())
+            return self._wait_next(timeout)
+        except NatsError as e:
+            return fail(e)
 
     def __aiter__(self) -> Subscription:
         return self

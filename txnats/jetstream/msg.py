@@ -19,7 +19,7 @@ from twisted.python.failure import Failure
 from txnats._args import check_delay, check_timeout
 from txnats.errors import JetStreamError, NatsError
 from txnats.protocol.events import Msg
-from txnats.protocol.headers import Headers
+from txnats.protocol.headers import HeaderInput, Headers
 
 if TYPE_CHECKING:
     from txnats.client import Client
@@ -132,7 +132,7 @@ class JsMsg:
             self._meta = parse_metadata(self._msg.reply)
         return self._meta
 
-    def respond(self, data: bytes = b"", headers: Headers | None = None) -> None:
+    def respond(self, data: bytes = b"", headers: HeaderInput | None = None) -> None:
         """Publish to the reply subject (for a JetStream message, that is an ack)."""
         self._msg.respond(data, headers)
 
