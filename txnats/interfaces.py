@@ -6,8 +6,8 @@ can be checked with ``zope.interface.verify.verifyObject``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from zope.interface import Attribute, Interface
 
@@ -16,11 +16,17 @@ if TYPE_CHECKING:
 
     from txnats.protocol.events import Msg
     from txnats.protocol.headers import HeaderInput
-    from txnats.subscription import Handler
 
 __all__ = [
-    "IClient", "IJsMsg", "IKeyValue", "IMsg", "IObjectStore", "IReader", "ISubscription",
+    "Handler", "IClient", "IJsMsg", "IKeyValue", "IMsg", "IObjectStore", "IReader", "ISubscription",
 ]
+
+
+#: A subscription's handler: called with each message; it may return None, a Deferred
+#: or a coroutine, which is awaited before the next message.
+Handler: TypeAlias = (
+    "Callable[[Msg], Deferred[Any] | Coroutine[Any, Any, Any] | Awaitable[Any] | None]"
+)
 
 
 class IMsg(Interface):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import inspect
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable
 from contextvars import ContextVar
 from enum import IntEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -35,7 +35,7 @@ from txnats.errors import (
     SubscriptionClosedError,
     TimeoutError,
 )
-from txnats.interfaces import ISubscription
+from txnats.interfaces import Handler, ISubscription
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
 
@@ -50,7 +50,6 @@ _INF = float("inf")
 
 #: What ``subscribe(handler=...)`` accepts: a callable taking a :class:`Msg` that returns
 #: ``None``, a Deferred or a coroutine.
-Handler = Callable[[Msg], Deferred[Any] | Coroutine[Any, Any, Any] | Awaitable[Any] | None]
 
 #: Most messages one subscription hands out in one turn before yielding to the reactor.
 _BATCH = 1024
