@@ -4,15 +4,17 @@ the project does not already use)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint
+from twisted.internet.interfaces import IPullProducer
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.python.failure import Failure
 from twisted.trial import unittest
@@ -22,12 +24,14 @@ from twisted.web.http_headers import Headers as HttpHeaders
 from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
 
+import txnats
+from tests.support.servers import ServerPerClass
 from tests.support.waits import WAIT, bounded, reactor, wait_until
 from txnats.bridge.config import BridgeConfig
 from txnats.bridge.service import BridgeService
 
-__all__ = ["TWISTD", "BridgeProcess", "Response", "SseClient", "WsClient", "http",
-           "start_bridge"]
+__all__ = ["TWISTD", "BridgeProcess", "BridgeTestCase", "RawHttp", "RawWs", "Response", "SseClient",
+           "WsClient", "http", "start_bridge"]
 
 #: The twistd script of the running interpreter's environment.
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
@@ -134,6 +138,207 @@ class _Raw(Protocol):
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self.lost = True
+
+
+def _address(base: str) -> tuple[str, int]:
+    host, port = base.split("//")[1].split(":")
+    return host, int(port)
+
+
+@implementer(IPullProducer)
+class _Feed:
+    """Writes ``pieces`` one at a time as the transport empties its buffer (so a
+    64 MB body is never held by the test), until they run out, the peer answers
+    (``stop_on_answer``) or the connection ends; ``done`` fires with the bytes sent."""
+
+    def __init__(self, proto: _Raw, pieces: Any, stop_on_answer: Any) -> None:
+        self.proto = proto
+        self.pieces = pieces
+        self.stop_on_answer = stop_on_answer
+        self.sent = 0
+        self.done: Deferred[int] = Deferred()
+
+    def resumeProducing(self) -> None:
+        if self.done.called:
+            return
+        piece = None if self.proto.lost or self.stop_on_answer() else next(self.pieces, None)
+        if piece is None:
+            self.stopProducing()
+            return
+        self.sent += len(piece)
+        self.proto.transport.write(piece)
+
+    def stopProducing(self) -> None:
+        if not self.done.called:
+            if not self.proto.lost:
+                self.proto.transport.unregisterProducer()
+            self.done.callback(self.sent)
+
+
+def zeros(total: int, chunk: int = 64 * 1024, frame: Any = None) -> Any:
+    """``total`` zero bytes in pieces of ``chunk`` (each passed through ``frame``)."""
+    block = bytes(chunk)
+    left = total
+    while left > 0:
+        n = min(chunk, left)
+        left -= n
+        piece = block if n == chunk else bytes(n)
+        yield frame(piece) if frame is not None else piece
+
+
+class RawHttp:
+    """One HTTP exchange over a raw socket: any bytes out (streamed if large), the
+    answer as it came (status, headers, body) and whether the bridge closed."""
+
+    def __init__(self, proto: _Raw) -> None:
+        self.proto = proto
+        self.sent = 0
+
+    @classmethod
+    async def send(cls, base: str, head: bytes, body: Any = None, *,
+                   stop_on_answer: bool = True, seconds: float = WAIT) -> RawHttp:
+        """Connect, send ``head`` then the pieces of ``body`` (an iterator of bytes),
+        stopping early once the bridge answers (with ``stop_on_answer``)."""
+        proto = _Raw(head)
+        host, port = _address(base)
+        await bounded(TCP4ClientEndpoint(reactor, host, port).connect(
+            Factory.forProtocol(lambda: proto)), seconds, "connecting to the bridge")
+        raw = cls(proto)
+        if body is not None:
+            feed = _Feed(proto, iter(body), lambda: stop_on_answer and bool(proto.data))
+            proto.transport.registerProducer(feed, False)
+            raw.sent = await bounded(feed.done, 60, "sending the body")
+        return raw
+
+    async def closed(self, seconds: float = WAIT) -> RawHttp:
+        """Wait until the bridge has closed the connection."""
+        await wait_until(lambda: self.proto.lost, seconds, "the bridge closing the connection")
+        return self
+
+    async def answered(self, seconds: float = WAIT) -> RawHttp:
+        """Wait until a whole response head has arrived."""
+        await wait_until(lambda: b"\r\n\r\n" in self.proto.data or self.proto.lost, seconds,
+                         "an HTTP answer")
+        return self
+
+    @property
+    def status(self) -> int | None:
+        head = bytes(self.proto.data).split(b"\r\n", 1)[0]
+        parts = head.split()
+        return int(parts[1]) if head.startswith(b"HTTP/") and len(parts) > 1 else None
+
+    @property
+    def headers(self) -> dict[str, list[bytes]]:
+        head = bytes(self.proto.data).partition(b"\r\n\r\n")[0]
+        found: dict[str, list[bytes]] = {}
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            found.setdefault(name.decode().lower(), []).append(value.strip())
+        return found
+
+    @property
+    def body(self) -> bytes:
+        return bytes(self.proto.data).partition(b"\r\n\r\n")[2]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def close(self) -> None:
+        if not self.proto.lost:
+            self.proto.transport.abortConnection()
+
+
+def _ws_frame(opcode: int, length: int, fin: bool = True) -> bytes:
+    """A client frame's header with a zero mask (so the payload goes as it is)."""
+    first = (0x80 if fin else 0) | opcode
+    if length < 126:
+        size = bytes([0x80 | length])
+    elif length < 65536:
+        size = bytes([0x80 | 126]) + length.to_bytes(2, "big")
+    else:
+        size = bytes([0x80 | 127]) + length.to_bytes(8, "big")
+    return bytes([first]) + size + b"\0\0\0\0"
+
+
+class RawWs:
+    """A WebSocket client over a raw socket, to send what autobahn's client would not:
+    frames of any size, streamed. ``frames`` holds the server's (opcode, payload)."""
+
+    def __init__(self, proto: _Raw) -> None:
+        self.proto = proto
+        #: True while a frame was started and not finished (a close frame now would
+        #: be read as its payload).
+        self.mid_frame = False
+
+    @classmethod
+    async def open(cls, base: str, path: str) -> RawWs:
+        host, port = _address(base)
+        head = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\n\r\n").encode()
+        raw = await RawHttp.send(base, head)
+        await raw.answered()
+        if raw.status != 101:
+            raise AssertionError(f"no WebSocket upgrade: {bytes(raw.proto.data[:300])!r}")
+        return cls(raw.proto)
+
+    @property
+    def frames(self) -> list[tuple[int, bytes]]:
+        data = bytes(self.proto.data).partition(b"\r\n\r\n")[2]
+        out: list[tuple[int, bytes]] = []
+        i = 0
+        while len(data) - i >= 2:
+            opcode, n = data[i] & 0x0F, data[i + 1] & 0x7F
+            i += 2
+            if n == 126:
+                n, i = int.from_bytes(data[i:i + 2], "big"), i + 2
+            elif n == 127:
+                n, i = int.from_bytes(data[i:i + 8], "big"), i + 8
+            if len(data) - i < n:
+                break
+            out.append((opcode, data[i:i + n]))
+            i += n
+        return out
+
+    @property
+    def messages(self) -> list[Any]:
+        return [json.loads(p) for op, p in self.frames if op == 1]
+
+    @property
+    def close_code(self) -> int | None:
+        for op, payload in self.frames:
+            if op == 8:
+                return int.from_bytes(payload[:2], "big") if payload else 1005
+        return None
+
+    def send(self, opcode: int, payload: bytes, fin: bool = True) -> None:
+        self.proto.transport.write(_ws_frame(opcode, len(payload), fin) + payload)
+
+    async def stream(self, length: int, opcode: int = 2) -> int:
+        """Send one frame of ``length`` zero bytes, streamed; stop once the server
+        closes (sends a close frame, or the connection ends). Returns the bytes sent."""
+        body = itertools.chain([_ws_frame(opcode, length)], zeros(length))
+        feed = _Feed(self.proto, body, lambda: self.close_code is not None)
+        self.proto.transport.registerProducer(feed, False)
+        sent = await bounded(feed.done, 60, "streaming a WebSocket frame")
+        self.mid_frame = sent < length + 14
+        return sent
+
+    async def wait_for(self, predicate: Any, what: str, seconds: float = WAIT) -> None:
+        await wait_until(lambda: predicate(self), seconds, what)
+
+    def finish(self) -> Deferred[None]:
+        """End the close handshake (answer the server's close, or start one) and wait
+        for the server to drop the connection, so no autobahn timer is left behind."""
+
+        async def run() -> None:
+            if self.proto.lost:
+                return
+            if not self.mid_frame:
+                self.send(8, (1000).to_bytes(2, "big"))
+            await wait_until(lambda: self.proto.lost, WAIT, "the bridge closing the WebSocket")
+
+        return Deferred.fromCoroutine(run())
 
 
 class SseClient:
@@ -326,3 +531,42 @@ class BridgeProcess(ProcessProtocol):
             raise AssertionError(f"the bridge exited ({self.exit_code}) before printing "
                                  f"{pattern!r}; output:\n" + "\n".join(self.lines[-40:]))
         return found
+
+
+class BridgeTestCase(ServerPerClass, unittest.TestCase):
+    """A nats-server (JetStream on) shared by the class's tests; :meth:`bridge` starts
+    a bridge on it, :meth:`connect` a client to it, :meth:`watch` a subscriber on
+    ``>`` to prove what reached NATS."""
+
+    server_options: ClassVar[dict[str, Any]] = {"jetstream": True}
+    timeout = 120
+
+    async def connect(self, **options: Any) -> txnats.Client:
+        assert self.server is not None
+        nc = await bounded(txnats.connect(reactor, self.server.url, name=self._testMethodName,
+                                          **options))
+        self.addCleanup(nc.close)
+        return nc
+
+    async def bridge(self, **config: Any) -> str:
+        assert self.server is not None
+        config.setdefault("servers", [self.server.url])
+        self.service, url = await start_bridge(self, **config)
+        return url
+
+    async def watch(self) -> txnats.Subscription:
+        """A subscriber on ``>`` (every message published from now on)."""
+        nc = await self.connect()
+        sub = nc.subscribe(">")
+        await bounded(nc.flush())
+        return sub
+
+    async def only_good(self, url: str, sub: txnats.Subscription) -> None:
+        """Publish ``good.one`` through the bridge: it must be the first message the
+        watcher got (nothing refused before it reached NATS)."""
+        r = await http("POST", f"{url}/v1/publish/good.one", b"good")
+        self.assertEqual(r.code, 202, r)
+        before = []
+        while (msg := await sub.next_msg(timeout=WAIT)).subject != "good.one":
+            before.append(msg.subject[:80])
+        self.assertEqual(before, [], "refused requests reached NATS")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txnats.bridge.security import SubjectPolicy, check_listen
+from txnats.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_LISTEN", "BridgeConfig"]
 
@@ -36,6 +37,9 @@ class BridgeConfig:
     :param access_log: log one line per answered HTTP request; without it only the
         refused and failed ones (status 400 and above) are logged. A line per request
         cost 22-36% of the bridge's CPU per publish at 2,000 publishes/s.
+    :param idle_timeout: seconds an HTTP connection may stay idle (no byte from the
+        client while no request is being answered) before it is closed; a request only
+        partly sent by then is answered 408.
     """
 
     servers: Sequence[str] | None = None
@@ -51,10 +55,15 @@ class BridgeConfig:
     data_dir: str | None = None
     server_binary: str | None = None
     access_log: bool = False
+    idle_timeout: float = 60.0
 
     def check(self) -> None:
         """Refuse what must not run.
 
-        :raises InvalidArgumentError: for a listener others could reach unprotected.
+        :raises InvalidArgumentError: for a listener others could reach unprotected, or an
+            idle timeout that is not a positive number of seconds.
         """
         check_listen(self.listen, has_token=self.auth_token is not None)
+        if not 0 < self.idle_timeout < float("inf"):
+            raise InvalidArgumentError(
+                f"idle_timeout must be a positive number of seconds, not {self.idle_timeout!r}")

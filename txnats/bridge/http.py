@@ -16,6 +16,7 @@ from prometheus_client.twisted import MetricsResource
 from twisted.logger import Logger
 from twisted.web import resource, server
 
+from txnats.bridge._channel import BridgeChannel
 from txnats.bridge.context import BridgeContext
 from txnats.bridge.routes import Api
 from txnats.bridge.security import token_matches
@@ -39,10 +40,12 @@ def error_body(request: server.Request, status: int, code: str, message: str) ->
 class BridgeRequest(server.Request):
     """A request whose body is held only up to the site's limit.
 
-    ``Content-Length`` over the limit, or more bytes than it as they stream in: the rest
-    is discarded and the request answered with 413 before any route runs. A client
-    that sent ``Expect: 100-continue`` with a ``Content-Length`` over the limit (as
-    curl does for large bodies) is answered 413 at once and never sends the body.
+    A ``Content-Length`` over the limit, or more bytes than it as a chunked body
+    streams in: the request is answered 413 ``body_too_large`` at once, before any route
+    runs, and the connection closed; the rest of the body is never held (see
+    :meth:`~txnats.bridge._channel.BridgeChannel.refuse`). A client that sent ``Expect:
+    100-continue`` with a ``Content-Length`` over the limit (as curl does for large
+    bodies) never gets ``100 Continue``, so it never sends the body.
     """
 
     too_large = False
@@ -58,62 +61,49 @@ class BridgeRequest(server.Request):
         limit: int = self._site().max_body
         return limit
 
+    def _too_large(self) -> None:
+        self.too_large = True
+        channel: Any = self.channel
+        channel.refuse(413, "body_too_large",
+                       f"request body over the limit of {self._limit()} bytes")
+
     def gotLength(self, length: int | None) -> None:
         if length is not None and length > self._limit():
-            self.too_large = True
-            expect = self.requestHeaders.getRawHeaders(b"expect") or []
-            if any(v.lower() == b"100-continue" for v in expect):
-                self._refuse_before_body()
+            self.requestHeaders.removeHeader(b"expect")  # no 100 Continue: no body
+            self._too_large()
             length = 0
         super().gotLength(length)  # type: ignore[no-untyped-call]
 
-    def _refuse_before_body(self) -> None:
-        """Answer 413 before the body is sent: the client waits for ``100 Continue``,
-        which it will not get (so closing leaves no unread data to reset the socket)."""
-        self.requestHeaders.removeHeader(b"expect")
-        site = self._site()
-        body = json.dumps({"error": f"request body over the limit of {self._limit()} bytes",
-                           "code": "body_too_large"}).encode() + b"\n"
-        channel: Any = self.channel
-        channel.transport.write(
-            b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-type: application/json\r\n"
-            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
-        channel.transport.loseConnection()
-        site.ctx.metrics.responses.labels("413").inc()
-        log.info("413 rejected before the body (Content-Length over {limit})",
-                 limit=self._limit())
-
     def handleContentChunk(self, data: bytes) -> None:
+        if self.too_large:
+            return
         self.body_seen += len(data)
-        if self.too_large or self.body_seen > self._limit():
-            self.too_large = True
+        if self.body_seen > self._limit():
+            self._too_large()
             return
         super().handleContentChunk(data)  # type: ignore[no-untyped-call]
 
     def process(self) -> None:
-        self.started = self._site().ctx.reactor.seconds()
-        if self.too_large:
-            self.site = self._site()
-            self.route = "rejected"
-            limit = self._limit()
-            body = error_body(self, 413, "body_too_large",
-                              f"request body over the limit of {limit} bytes")
-            self.setHeader(b"connection", b"close")  # type: ignore[no-untyped-call]
-            self.write(body)  # type: ignore[no-untyped-call]
-            self.finish()  # type: ignore[no-untyped-call]
+        if self.too_large:  # answered already, by the channel
             return
+        self.started = self._site().ctx.reactor.seconds()
         super().process()  # type: ignore[no-untyped-call]
 
 
 class BridgeSite(server.Site):
-    """The site: its requests are :class:`BridgeRequest`; it logs and counts them.
+    """The site: its connections are :class:`~txnats.bridge._channel.BridgeChannel` objects
+    (bounded heads, an answer for each refusal), its requests :class:`BridgeRequest` objects;
+    it logs and counts them. A connection idle for ``ctx.config.idle_timeout`` seconds
+    is closed (408 if a request on it was partly sent).
 
     :param root: the resource tree.
     :param ctx: the bridge's shared state.
     """
 
+    protocol = BridgeChannel  # type: ignore[assignment]  # (no HTTP/2 negotiation)
+
     def __init__(self, root: resource.Resource, ctx: BridgeContext) -> None:
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"timeout": ctx.config.idle_timeout, "reactor": ctx.reactor}
         if "parsePOSTFormSubmission" in inspect.signature(server.Site.__init__).parameters:
             kwargs["parsePOSTFormSubmission"] = False  # bodies are payloads, not forms
         super().__init__(root, requestFactory=BridgeRequest, **kwargs)  # type: ignore[no-untyped-call]
