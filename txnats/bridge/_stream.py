@@ -23,17 +23,55 @@ from txnats.protocol.events import Msg
 __all__ = ["Pump", "message_dict"]
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` came from UTF-8 bytes (the client decodes other bytes with
+    ``surrogateescape``: lone surrogates, which JSON parsers refuse or mangle)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+
+
 def message_dict(msg: Msg) -> dict[str, Any]:
-    """A NATS message as JSON-ready data: the payload as text when it is UTF-8,
-    else as base64 under ``data_base64``."""
-    out: dict[str, Any] = {"subject": msg.subject}
-    if msg.reply:
-        out["reply"] = msg.reply
-    if msg.headers:
+    """A NATS message as JSON-ready data holding only proper Unicode text.
+
+    The payload goes as ``data`` when it is UTF-8, else base64-encoded as
+    ``data_base64``. The same for the subject and the reply subject (``subject`` or
+    ``subject_base64``, ``reply`` or ``reply_base64``), whose bytes another client may
+    have chosen; and header values that are not UTF-8 go base64-encoded under
+    ``headers_base64`` (``{name: [values]}``, as ``headers``). A header block that does
+    not parse goes whole, base64-encoded, as ``headers_unparsed_base64``. The bytes
+    NATS carried are kept either way: two different subjects never render alike.
+    """
+    out: dict[str, Any] = {}
+    for key, text in (("subject", msg.subject), ("reply", msg.reply)):
+        if not text:
+            continue
+        if _utf8(text):
+            out[key] = text
+        else:
+            out[key + "_base64"] = _b64(text)
+    if msg.headers is not None and msg.headers.raw is not None and not msg.headers:
+        # A header block that did not parse (the client delivers it as it came).
+        out["headers_unparsed_base64"] = base64.b64encode(msg.headers.raw).decode("ascii")
+    elif msg.headers:
         headers: dict[str, list[str]] = {}
+        encoded: dict[str, list[str]] = {}
         for name, value in msg.headers.multi_items():
-            headers.setdefault(name, []).append(value)
-        out["headers"] = headers
+            # (Names are printable ASCII: the client's parser takes no other.)
+            if _utf8(value):
+                headers.setdefault(name, []).append(value)
+            else:
+                encoded.setdefault(name, []).append(_b64(value))
+        if headers:
+            out["headers"] = headers
+        if encoded:
+            out["headers_base64"] = encoded
     try:
         out["data"] = msg.data.decode("utf-8")
     except UnicodeDecodeError:

@@ -26,6 +26,7 @@ from twisted.web.server import Request
 from txnats.bridge import _sse
 from txnats.bridge._stream import Pump, dropped_json, message_dict
 from txnats.bridge.context import BridgeContext
+from txnats.errors import NatsError
 from txnats.protocol.events import Msg
 
 __all__ = ["MAX_CLIENT_MESSAGE", "serve_websocket"]
@@ -62,7 +63,12 @@ class _SubscribeProtocol(WebSocketServerProtocol):  # type: ignore[misc]
             metrics.count("subscribe", "out", len(msg.data))
             self.pump.offer(msg)
 
-        self._sub = nc.subscribe(subject, on_msg, queue=self.factory.bridge_queue)
+        try:
+            self._sub = nc.subscribe(subject, on_msg, queue=self.factory.bridge_queue)
+        except NatsError as e:  # checked before the upgrade; the client may still refuse
+            del self.pump
+            self.sendClose(4400 if isinstance(e, ValueError) else 4503, str(e)[:100])
+            return
         # The transport still has the HTTP channel it was taken from as its producer.
         self.transport.unregisterProducer()
         self.transport.registerProducer(self.pump, True)

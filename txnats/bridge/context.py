@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.logger import Logger
 
 from txnats.bridge.config import BridgeConfig
 from txnats.bridge.metrics import BridgeMetrics
+from txnats.bridge.security import max_control_line
 from txnats.client import Client, ClientState
 from txnats.errors import ConnectionClosedError
 
@@ -44,6 +46,20 @@ class BridgeContext:
         self.embedded_url: str | None = None
         self.data_dir: str | None = None
         self.stopping = False
+        #: Fired when each HTTP request waiting for NATS has been answered (or its
+        #: client left): what a stopping bridge waits for before it drains.
+        self.in_flight: set[Deferred[None]] = set()
+
+    def max_control_line(self) -> int:
+        """The longest control line the NATS server takes, in bytes."""
+        return max_control_line(self.client)
+
+    def answered(self) -> Deferred[None]:
+        """Fires once no HTTP request is waiting for NATS (at once if none is)."""
+        waiting = list(self.in_flight)
+        if not waiting:
+            return succeed(None)
+        return DeferredList(waiting, consumeErrors=True).addCallback(lambda _: None)
 
     def ready(self) -> bool:
         """Whether the bridge is connected to NATS (and not stopping)."""
@@ -57,7 +73,9 @@ class BridgeContext:
 
         :raises ConnectionClosedError: before the bridge has connected, or while it stops.
         """
-        if self.client is None or self.stopping:
+        if self.stopping:
+            raise ConnectionClosedError("the bridge is stopping")
+        if self.client is None:
             raise ConnectionClosedError("the bridge is not connected to NATS")
         return self.client
 

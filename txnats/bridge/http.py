@@ -16,6 +16,7 @@ from prometheus_client.twisted import MetricsResource
 from twisted.logger import Logger
 from twisted.web import resource, server
 
+from txnats.bridge._answers import error_body
 from txnats.bridge._channel import BridgeChannel
 from txnats.bridge.context import BridgeContext
 from txnats.bridge.routes import Api
@@ -28,13 +29,6 @@ log = Logger()
 
 #: Routes whose responses are streams: counted, but not in the latency histogram.
 STREAM_ROUTES = frozenset({"subscribe"})
-
-
-def error_body(request: server.Request, status: int, code: str, message: str) -> bytes:
-    """Set a JSON error response: ``{"error": message, "code": code}``."""
-    request.setResponseCode(status)
-    request.setHeader(b"content-type", b"application/json")
-    return json.dumps({"error": message, "code": code}).encode() + b"\n"
 
 
 class BridgeRequest(server.Request):
@@ -161,17 +155,17 @@ class _Health(resource.Resource):
         return json.dumps({"ready": ok, "state": state}).encode() + b"\n"
 
 
-def _given_token(request: server.Request) -> str | None:
-    """The token the client presents: ``Authorization: Bearer``, else ``?access_token=``
-    (browsers cannot set headers on EventSource or WebSocket)."""
+def _given_token(request: server.Request) -> bytes | None:
+    """The token the client presents, as the bytes it sent: ``Authorization: Bearer``,
+    else ``?access_token=`` (browsers cannot set headers on EventSource or WebSocket)."""
     header = request.getHeader(b"authorization")
     if header is not None:
         scheme, _, value = header.partition(b" ")
         if scheme.lower() == b"bearer":
-            return value.strip().decode("utf-8", "replace")
+            return value.strip()
         return None
     values = (request.args or {}).get(b"access_token")
-    return values[0].decode("utf-8", "replace") if values else None
+    return values[0] if values else None
 
 
 class Root(resource.Resource):

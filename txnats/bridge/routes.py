@@ -3,7 +3,8 @@
 - ``POST /v1/publish/<subject>``: the body is the payload, ``Nats-Header-*`` request
   headers become NATS headers; 202 once handed to the client.
 - ``POST /v1/request/<subject>?timeout=SECS``: the reply's body, its headers as
-  ``Nats-Header-*``; 504 on timeout, 503 when nobody listens.
+  ``Nats-Header-*`` (or ``Nats-Headers-Encoded``: see :mod:`txnats.bridge._answers`);
+  504 on timeout, 503 when nobody listens.
 - ``GET /v1/subscribe/<subject>[?queue=Q]``: Server-Sent Events, or a WebSocket when the
   request asks to upgrade.
 - ``POST /v1/js/publish/<subject>[?msg_id=ID]``: the stream's acknowledgement as JSON.
@@ -13,8 +14,15 @@
   or STATS answers.
 - ``GET /v1/status``: what the status page shows, as JSON.
 
-Bad subjects, headers and arguments are answered 400 with ``{"error", "code"}``, a
-subject the allow/deny lists refuse 403, before anything is sent to NATS.
+Refused before anything is sent to NATS, with ``{"error", "code"}``: a path (after
+percent-decoding) or a query parameter that is not UTF-8, 400 ``bad_encoding`` (two
+byte sequences must never name one subject); bad subjects, headers and arguments, 400
+(``bad_subject``, ``bad_header``, ``bad_argument``); a subject too long for the
+server's control line, 400 ``subject_too_long`` (see
+:func:`~txnats.bridge.security.check_fits`: the server would close the connection);
+a subject the allow/deny lists refuse, 403. Every request answered later (request, JS
+publish, key-value, services) gets exactly one response, whatever NATS answers (see
+:func:`~txnats.bridge._answers.answer_later`).
 """
 
 from __future__ import annotations
@@ -25,14 +33,21 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from twisted.web import resource, server
 
 from txnats import errors
 from txnats._args import check_timeout
+from txnats.bridge._answers import (
+    HEADER_PREFIX,
+    HttpError,
+    add_nats_headers,
+    answer_error,
+    answer_later,
+    json_body,
+)
 from txnats.bridge._sse import SseStream
 from txnats.bridge.context import BridgeContext
-from txnats.bridge.security import check_subject
+from txnats.bridge.security import check_fits, check_subject
 from txnats.bridge.status import status_dict
 from txnats.protocol.commands import queue_name
 from txnats.protocol.headers import Headers
@@ -41,37 +56,7 @@ __all__ = ["HEADER_PREFIX", "Api", "nats_headers"]
 
 log = Logger()
 
-#: HTTP headers with this prefix carry NATS headers, both ways.
-HEADER_PREFIX = b"nats-header-"
-
 DEFAULT_REQUEST_TIMEOUT = 5.0
-
-#: Errors and how they are answered: (class, HTTP status, code). First match wins.
-_ERRORS: tuple[tuple[type[BaseException], int, str], ...] = (
-    (errors.BadSubjectError, 400, "bad_subject"),
-    (errors.BadHeaderError, 400, "bad_header"),
-    (errors.MaxPayloadError, 413, "max_payload"),
-    (errors.InvalidArgumentError, 400, "bad_argument"),
-    (errors.KeyNotFoundError, 404, "key_not_found"),
-    (errors.BucketNotFoundError, 404, "bucket_not_found"),
-    (errors.NoStreamResponseError, 503, "no_stream"),
-    (errors.NoRespondersError, 503, "no_responders"),
-    (errors.JetStreamNotEnabledError, 503, "jetstream_not_enabled"),
-    (errors.TimeoutError, 504, "timeout"),
-    (errors.APIError, 400, "jetstream_error"),
-    (errors.OutboundBufferFullError, 503, "busy"),
-    (errors.ConnectionClosedError, 503, "not_connected"),
-    (errors.ConnectionDrainingError, 503, "not_connected"),
-)
-
-
-class HttpError(Exception):
-    """An answer decided before any route ran (403, 404, 405)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
 
 
 def nats_headers(request: server.Request) -> Headers | None:
@@ -96,18 +81,22 @@ def nats_headers(request: server.Request) -> Headers | None:
 
 
 def _query(request: server.Request, name: str) -> str | None:
+    """The first value of query parameter ``name``, or None.
+
+    :raises HttpError: 400 ``bad_encoding`` if it is not UTF-8 (after percent-decoding).
+    """
     values = (request.args or {}).get(name.encode())
-    return values[0].decode("utf-8", "replace") if values else None
+    if not values:
+        return None
+    try:
+        text: str = values[0].decode("utf-8")
+    except UnicodeDecodeError:
+        raise HttpError(400, "bad_encoding", f"query parameter {name!r} is not UTF-8") from None
+    return text
 
 
-def _json(request: server.Request, status: int, body: object) -> bytes:
-    request.setResponseCode(status)
-    request.setHeader(b"content-type", b"application/json")
-    return json.dumps(body).encode() + b"\n"
-
-
-def _error(request: server.Request, status: int, code: str, message: str) -> bytes:
-    return _json(request, status, {"error": message, "code": code})
+def _body(request: server.Request) -> bytes:
+    return request.content.read() if request.content is not None else b""
 
 
 class Api(resource.Resource):
@@ -122,13 +111,15 @@ class Api(resource.Resource):
     # -- dispatch -------------------------------------------------------------------
     def render(self, request: server.Request) -> bytes | int:
         method = request.method.decode("ascii", "replace")
-        parts = [p.decode("utf-8", "replace") for p in request.postpath or []]
         try:
+            try:
+                parts = [p.decode("utf-8") for p in request.postpath or []]
+            except UnicodeDecodeError:
+                raise HttpError(400, "bad_encoding",
+                                "the path is not UTF-8 (after percent-decoding)") from None
             return self._dispatch(request, method, parts)
-        except HttpError as e:
-            return _error(request, e.status, e.code, str(e))
         except Exception as e:
-            return self._answer_error(request, e)
+            return answer_error(self._ctx, request, e)
 
     def _dispatch(self, request: server.Request, method: str, parts: list[str]) -> bytes | int:
         kind = parts[0] if parts else ""
@@ -153,58 +144,30 @@ class Api(resource.Resource):
             raise HttpError(405, "method_not_allowed", f"{method} not allowed here: {allowed}")
         raise HttpError(404, "not_found", f"no such route: /v1/{'/'.join(parts)}")
 
-    def _subject(self, route: str, parts: list[str], *, wildcards: bool = False) -> str:
-        """The subject from the rest of the path (``/`` is a subject character), checked
-        and allowed for ``route``."""
+    def _subject(self, route: str, parts: list[str], *, wildcards: bool = False,
+                 queue: str = "") -> str:
+        """The subject from the rest of the path (``/`` is a subject character), checked,
+        short enough for the server's control line, and allowed for ``route``."""
         subject = "/".join(parts)
         check_subject(subject, wildcards=wildcards)
+        check_fits(subject, self._ctx.max_control_line(), extra=queue)
         if not self._ctx.config.policy.permits(route, subject):
             raise HttpError(403, "forbidden", f"subject {subject!r} is not allowed for {route}")
         return subject
 
-    def _answer_error(self, request: server.Request, error: BaseException) -> bytes:
-        for cls, status, code in _ERRORS:
-            if isinstance(error, cls):
-                return _error(request, status, code, str(error))
-        log.failure("nats-bridge: unexpected error on {path}", Failure(error),
-                    path=request.path.decode("utf-8", "replace"))
-        return _error(request, 500, "internal", "internal error")
-
     def _later(self, request: server.Request, d: Deferred[Any],
                done: Callable[[Any], bytes]) -> int:
-        """Answer from ``d``: ``done(result)``, or the error; cancel it if the client leaves."""
-        finished = [False]
-
-        def gone(_: object) -> None:
-            finished[0] = True
-            d.cancel()
-
-        request.notifyFinish().addErrback(gone)
-
-        def write(body: bytes) -> None:
-            if not finished[0]:
-                finished[0] = True
-                request.write(body)
-                request.finish()
-
-        def ok(result: Any) -> None:
-            write(done(result))
-
-        def failed(f: Failure) -> None:
-            if not finished[0]:
-                write(self._answer_error(request, f.value or Exception(f.getErrorMessage())))
-
-        d.addCallbacks(ok, failed)
-        return server.NOT_DONE_YET
+        return answer_later(self._ctx, request, d, done)
 
     # -- routes ---------------------------------------------------------------------
     def _publish(self, request: server.Request, parts: list[str]) -> bytes:
+        """202 ``{"published", "bytes"}`` once the client took the message."""
         subject = self._subject("publish", parts)
         headers = nats_headers(request)
-        data = request.content.read() if request.content is not None else b""
+        data = _body(request)
         self._ctx.nats().publish(subject, data, headers=headers)
         self._ctx.metrics.count("publish", "in", len(data))
-        return _json(request, 202, {"published": subject, "bytes": len(data)})
+        return json_body(request, 202, {"published": subject, "bytes": len(data)})
 
     def _timeout(self, request: server.Request) -> float:
         text = _query(request, "timeout")
@@ -222,35 +185,37 @@ class Api(resource.Resource):
         return timeout
 
     def _request(self, request: server.Request, parts: list[str]) -> int:
+        """200 with the reply's body. Its headers: ``Nats-Header-<name>`` when HTTP can
+        carry them as they are, else ``Nats-Headers-Encoded: <name>=<value>``
+        percent-encoded, past 16 KiB left out and counted in ``Nats-Headers-Omitted``
+        (see :func:`~txnats.bridge._answers.add_nats_headers`)."""
         subject = self._subject("request", parts)
         headers = nats_headers(request)
         timeout = self._timeout(request)
-        data = request.content.read() if request.content is not None else b""
+        data = _body(request)
         d = self._ctx.nats().request(subject, data, timeout=timeout, headers=headers)
         self._ctx.metrics.count("request", "in", len(data))
 
         def done(msg: Any) -> bytes:
-            self._ctx.metrics.count("request", "out", len(msg.data))
+            body: bytes = msg.data
             request.setResponseCode(200)
             request.setHeader(b"content-type", b"application/octet-stream")
-            for name, value in (msg.headers.multi_items() if msg.headers else []):
-                request.responseHeaders.addRawHeader(
-                    b"Nats-Header-" + name.encode("latin-1", "replace"),
-                    value.encode("utf-8"),
-                )
-            body: bytes = msg.data
+            add_nats_headers(request, msg.headers)
+            self._ctx.metrics.count("request", "out", len(body))
             return body
 
         return self._later(request, d, done)
 
     def _subscribe(self, request: server.Request, parts: list[str]) -> bytes | int:
-        subject = self._subject("subscribe", parts, wildcards=True)
+        """SSE or WebSocket; a message's subject, reply or header value that is not
+        UTF-8 is sent base64-encoded (see :func:`~txnats.bridge._stream.message_dict`)."""
         queue = _query(request, "queue")
         if queue is not None:
             try:
                 queue_name(queue)
             except errors.BadSubjectError as e:
                 raise errors.InvalidArgumentError(str(e)) from None
+        subject = self._subject("subscribe", parts, wildcards=True, queue=queue or "")
         self._ctx.nats()
         upgrade = request.getHeader(b"upgrade")
         if upgrade is not None and upgrade.lower() == b"websocket":
@@ -262,23 +227,27 @@ class Api(resource.Resource):
         return server.NOT_DONE_YET
 
     def _js(self, request: server.Request, parts: list[str]) -> int:
+        """200 ``{"stream", "seq", "duplicate", "domain"}``; an answer that is not a
+        stream's acknowledgement is 502 ``nats_error``."""
         if not parts or parts[0] != "publish":
             raise HttpError(404, "not_found", "the JetStream route is /v1/js/publish/<subject>")
         subject = self._subject("js", parts[1:])
         headers = nats_headers(request)
-        data = request.content.read() if request.content is not None else b""
+        msg_id = _query(request, "msg_id")
+        data = _body(request)
         js = self._ctx.nats().jetstream()
-        d = ensureDeferred(js.publish(subject, data, headers=headers,
-                                      msg_id=_query(request, "msg_id")))
+        d = ensureDeferred(js.publish(subject, data, headers=headers, msg_id=msg_id))
         self._ctx.metrics.count("js", "in", len(data))
 
         def done(ack: Any) -> bytes:
-            return _json(request, 200, {"stream": ack.stream, "seq": ack.seq,
-                                        "duplicate": ack.duplicate, "domain": ack.domain})
+            return json_body(request, 200, {"stream": ack.stream, "seq": ack.seq,
+                                            "duplicate": ack.duplicate, "domain": ack.domain})
 
         return self._later(request, d, done)
 
     def _kv(self, request: server.Request, parts: list[str]) -> int:
+        """GET: the value (bytes as stored) with ``Kv-Revision``; PUT, DELETE:
+        ``{"revision": n}``. The key's API subjects must fit the control line."""
         if len(parts) < 2:
             raise HttpError(404, "not_found", "the key-value route is /v1/kv/<bucket>/<key>")
         bucket, key = parts[0], "/".join(parts[1:])
@@ -286,10 +255,13 @@ class Api(resource.Resource):
 
         check_bucket(bucket)
         check_key(key)
+        # The longest subject a key's operations send: a direct get of its last value.
+        check_fits(f"$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{key}",
+                   self._ctx.max_control_line())
         if not self._ctx.config.policy.permits("kv", f"{bucket}.{key}"):
             raise HttpError(403, "forbidden", f"key {bucket}/{key} is not allowed")
         method = request.method
-        data = request.content.read() if request.content is not None else b""
+        data = _body(request)
         d = ensureDeferred(self._kv_call(bucket, key, method, data))
         return self._later(request, d, lambda body: self._kv_done(request, method, body))
 
@@ -311,14 +283,17 @@ class Api(resource.Resource):
 
     def _kv_done(self, request: server.Request, method: bytes, result: Any) -> bytes:
         if method != b"GET":
-            return _json(request, 200, {"revision": result})
-        self._ctx.metrics.count("kv", "out", len(result.value))
-        request.setHeader(b"content-type", b"application/octet-stream")
-        request.setHeader(b"kv-revision", str(result.revision).encode())
+            return json_body(request, 200, {"revision": result})
         body: bytes = result.value
+        request.setHeader(b"content-type", b"application/octet-stream")
+        request.setHeader(b"kv-revision", b"%d" % result.revision)
+        self._ctx.metrics.count("kv", "out", len(body))
         return body
 
     def _services(self, request: server.Request, parts: list[str]) -> int:
+        """200 ``{"services": [...]}``: each answer as the service gave it. One JSON
+        cannot hold (NaN, nesting too deep to write) is left out, and ``"omitted": n``
+        says how many were."""
         from txnats import micro
 
         verbs = {"": micro.info, "info": micro.info, "ping": micro.ping, "stats": micro.stats}
@@ -330,8 +305,27 @@ class Api(resource.Resource):
         timeout = self._timeout(request) if text is not None else 1.0
         d = ensureDeferred(ask(self._ctx.nats(), _query(request, "name"), timeout=timeout,
                                stall=min(timeout, 0.25)))
-        return self._later(request, d, lambda found: _json(
-            request, 200, {"services": [r.to_dict() for r in found]}))
+        return self._later(request, d, lambda found: _services_body(request, found))
 
     def _status(self, request: server.Request, parts: list[str]) -> bytes:
-        return _json(request, 200, status_dict(self._ctx))
+        return json_body(request, 200, status_dict(self._ctx))
+
+
+def _services_body(request: server.Request, found: list[Any]) -> bytes:
+    services: list[Any] = []
+    omitted = 0
+    for response in found:
+        try:
+            entry = response.to_dict()
+            json.dumps(entry, allow_nan=False)
+        except (ValueError, TypeError, RecursionError):
+            omitted += 1
+            continue
+        services.append(entry)
+    body: dict[str, Any] = {"services": services}
+    if omitted:
+        body["omitted"] = omitted
+        log.warn("nats-bridge: {n} service answers left out (JSON cannot hold them)",
+                 n=omitted)
+    return json_body(request, 200, body)
+

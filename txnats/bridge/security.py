@@ -10,15 +10,20 @@ import hmac
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from txnats.errors import BadSubjectError, InvalidArgumentError
+from txnats.errors import BadSubjectError, ControlLineTooLongError, InvalidArgumentError
+from txnats.options import DEFAULT_MAX_CONTROL_LINE, Options
 from txnats.protocol.commands import publish_subject, subscribe_subject
 
 __all__ = [
+    "CONTROL_LINE_RESERVE",
     "ROUTES",
     "SubjectPolicy",
+    "check_fits",
     "check_listen",
     "check_subject",
+    "max_control_line",
     "parse_listen",
     "parse_rule",
     "read_token_file",
@@ -29,15 +34,18 @@ __all__ = [
 ROUTES = ("publish", "request", "subscribe", "js", "kv")
 
 
-def token_matches(expected: str, given: str | None) -> bool:
-    """Whether ``given`` is ``expected``, compared in constant time.
+def token_matches(expected: str, given: bytes | str | None) -> bool:
+    """Whether ``given`` is ``expected``, compared in constant time, byte for byte (the
+    token's UTF-8 bytes: a token sent in bytes that are not UTF-8 matches nothing).
 
     :param expected: the configured token.
-    :param given: what the client sent, or None when it sent nothing.
+    :param given: what the client sent (its bytes), or None when it sent nothing.
     """
     if given is None:
         return False
-    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
+    if isinstance(given, str):
+        given = given.encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(expected.encode("utf-8"), given)
 
 
 def read_token_file(path: str) -> str:
@@ -186,6 +194,50 @@ class SubjectPolicy:
         if allowed and not any(_tokens_within(tokens, p) for p in allowed):
             return False
         return not any(_tokens_overlap(tokens, p) for p in self._for(self.deny, route))
+
+
+#: Bytes of a control line kept for what the client adds to a subject on the wire: a
+#: request's reply inbox, the header and payload sizes, a subscription's id.
+CONTROL_LINE_RESERVE = 128
+
+
+class _HasOptions(Protocol):
+    @property
+    def options(self) -> Options: ...
+
+
+def max_control_line(client: _HasOptions | None) -> int:
+    """The longest control line ``client``'s server takes, in bytes (its
+    ``max_control_line`` option; nats-server's default without a client)."""
+    if client is None:
+        return DEFAULT_MAX_CONTROL_LINE
+    return client.options.max_control_line
+
+
+def check_fits(subject: str, limit: int, *, extra: str = "") -> None:
+    """Refuse a subject whose control line could pass ``limit`` bytes, before anything
+    is sent: nats-server closes the connection of a client that sends a longer one.
+
+    Stricter than the client's own check (which knows each frame exactly), by
+    :data:`CONTROL_LINE_RESERVE` bytes for what goes on the line besides the subject,
+    so that one bound holds for every route: a subject (with a queue group, ``extra``)
+    of at most ``limit - 128`` bytes.
+
+    :param subject: the subject as it goes on the wire (the longest one an operation
+        sends, for the key-value store's API subjects).
+    :param limit: the server's ``max_control_line``, in bytes.
+    :param extra: what else goes on the same line (a queue group).
+    :raises ControlLineTooLongError: naming the sizes.
+    """
+    size = len(subject.encode("utf-8", "surrogateescape"))
+    if extra:
+        size += 1 + len(extra.encode("utf-8", "surrogateescape"))
+    room = limit - CONTROL_LINE_RESERVE
+    if size > room:
+        raise ControlLineTooLongError(
+            f"subject of {size} bytes: at most {room} fit in the server's control line "
+            f"of {limit} bytes", length=size + CONTROL_LINE_RESERVE, limit=limit,
+        )
 
 
 def check_subject(subject: str, *, wildcards: bool) -> str:
