@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 from typing import Any, cast
+from weakref import WeakSet
 
 from prometheus_client.twisted import MetricsResource
 from twisted.logger import Logger
@@ -39,7 +40,8 @@ class BridgeRequest(server.Request):
     runs, and the connection closed; the rest of the body is never held (see
     :meth:`~txnats.bridge._channel.BridgeChannel.refuse`). A client that sent ``Expect:
     100-continue`` with a ``Content-Length`` over the limit (as curl does for large
-    bodies) never gets ``100 Continue``, so it never sends the body.
+    bodies) never gets ``100 Continue``, so it never sends the body. While the bridge
+    stops, every response ends its connection (``Connection: close``).
     """
 
     too_large = False
@@ -80,7 +82,12 @@ class BridgeRequest(server.Request):
     def process(self) -> None:
         if self.too_large:  # answered already, by the channel
             return
-        self.started = self._site().ctx.reactor.seconds()
+        site = self._site()
+        self.started = site.ctx.reactor.seconds()
+        if site.ctx.stopping:
+            channel: Any = self.channel
+            channel.close_after_response()
+            self.setHeader(b"connection", b"close")  # type: ignore[no-untyped-call]
         super().process()  # type: ignore[no-untyped-call]
 
 
@@ -103,6 +110,23 @@ class BridgeSite(server.Site):
         super().__init__(root, requestFactory=BridgeRequest, **kwargs)  # type: ignore[no-untyped-call]
         self.ctx = ctx
         self.max_body = ctx.config.max_body
+        #: The open connections (weakly: one a WebSocket took over is never closed here).
+        self.channels: WeakSet[BridgeChannel] = WeakSet()
+
+    def buildProtocol(self, addr: Any) -> Any:
+        channel = super().buildProtocol(addr)  # type: ignore[no-untyped-call]
+        self.channels.add(channel)
+        return channel
+
+    def close_idle(self) -> int:
+        """Close every connection that has no request under way (the bridge stops);
+        returns how many."""
+        closed = 0
+        for channel in list(self.channels):
+            if channel.transport is not None and not channel.requests:
+                channel.transport.loseConnection()
+                closed += 1
+        return closed
 
     def log(self, request: Any) -> None:
         code = int(request.code)

@@ -4,8 +4,10 @@ the NATS connection, the forwarders and the HTTP site, started and stopped in or
 One :class:`~twisted.application.service.Service` rather than a ``MultiService`` of
 children: the steps depend on each other's results (the server's random port, the
 connected client), and a ``MultiService`` stops its children all at once, where the
-bridge must stop in order: stop listening, end the streams, stop the forwarders, drain
-the connection, then stop the embedded server. ``twistd`` waits for the Deferred
+bridge must stop in order: stop listening, end the streams, let the HTTP requests
+already taken get their answers (new ones on open connections are answered 503
+``stopping``), stop the forwarders, drain the connection, then stop the embedded
+server. ``twistd`` waits for the Deferred
 :meth:`BridgeService.stopService` returns, so SIGTERM drains before the process exits.
 """
 
@@ -28,7 +30,7 @@ from txnats._connect import connect
 from txnats.bridge.config import BridgeConfig
 from txnats.bridge.context import BridgeContext
 from txnats.bridge.embedded import EmbeddedServer
-from txnats.bridge.http import make_site
+from txnats.bridge.http import BridgeSite, make_site
 from txnats.bridge.metrics import BridgeMetrics
 from txnats.client import ClientState
 
@@ -78,6 +80,7 @@ class BridgeService(Service):
         self._on_start_failure = on_start_failure or self._stop_reactor
         self._embedded: EmbeddedServer | None = None
         self._port: Any = None
+        self._site: BridgeSite | None = None
         self._forwarders: list[Any] = []
         self._started: Deferred[str] | None = None
         self._waiting: list[Deferred[str]] = []
@@ -144,7 +147,8 @@ class BridgeService(Service):
         await self._start_forwarders()
         endpoint = serverFromString(  # type: ignore[no-untyped-call]
             self._reactor, self.config.listen)
-        self._port = await endpoint.listen(make_site(self.ctx))
+        self._site = make_site(self.ctx)
+        self._port = await endpoint.listen(self._site)
         return self._base_url()
 
     async def _start_forwarders(self) -> None:
@@ -205,8 +209,9 @@ class BridgeService(Service):
 
     # -- stopping -------------------------------------------------------------------
     def stopService(self) -> Deferred[None]:
-        """Stop listening, end the streams, stop the forwarders, drain the connection
-        and stop the embedded server; fires when all is done."""
+        """Stop listening, end the streams, let the HTTP requests under way be answered,
+        stop the forwarders, drain the connection and stop the embedded server; fires
+        when all is done."""
         if self._stopping is None:
             super().stopService()  # type: ignore[no-untyped-call]
             self._stopping = ensureDeferred(self._stop())
@@ -227,6 +232,7 @@ class BridgeService(Service):
         if port is not None:
             await port.stopListening()
         self.ctx.close_streams()
+        await self._answer_in_flight()
         for fw in reversed(self._forwarders):
             await self._quietly("stopping a forwarder", fw.stop)
         self._forwarders = []
@@ -239,6 +245,24 @@ class BridgeService(Service):
             await self._quietly("stopping the embedded nats-server", embedded.stop)
         self._address = None
         log.info("nats-bridge stopped")
+
+    async def _answer_in_flight(self) -> None:
+        """Let the HTTP requests that wait for NATS get their answers (for at most the
+        client's ``drain_timeout``) before the connection drains; then close the idle
+        HTTP connections. New requests meanwhile are answered 503 ``stopping``."""
+        client = self.ctx.client
+        waiting = len(self.ctx.in_flight)
+        if client is not None and waiting:
+            log.info("nats-bridge: waiting for {n} HTTP requests to be answered", n=waiting)
+            wait = self.ctx.answered()
+            wait.addTimeout(client.options.drain_timeout, self._reactor)
+            try:
+                await wait
+            except Exception:  # the timeout: draining answers the rest (503 at worst)
+                log.warn("nats-bridge: {n} HTTP requests still unanswered after {s} s",
+                         n=len(self.ctx.in_flight), s=client.options.drain_timeout)
+        if self._site is not None:
+            self._site.close_idle()
 
     async def _quietly(self, what: str, step: Callable[[], Deferred[Any]]) -> None:
         try:
