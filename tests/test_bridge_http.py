@@ -416,13 +416,14 @@ class PolicyUnitTests(SynchronousTestCase):
             self.assertRaises(InvalidArgumentError, parse_rule, bad)
 
     def test_listen_check(self) -> None:
-        """Loopback, UNIX and TLS listeners need no token; all interfaces or a public
-        address do, and the refusal says what to do."""
+        """Loopback (TCP or TLS) and UNIX listeners need no token; all interfaces or a
+        public address do, TLS or not, and the refusal says what to do."""
         for ok in ("tcp:8080:interface=127.0.0.1", "tcp:0:interface=localhost",
                    "tcp6:8080:interface=\\:\\:1", "unix:/tmp/x.sock",
-                   "ssl:8443:privateKey=k.pem"):
+                   "ssl:8443:privateKey=k.pem:interface=127.0.0.1"):
             check_listen(ok, has_token=False)
-        for bad in ("tcp:8080", "tcp:8080:interface=0.0.0.0", "tcp:80:interface=10.1.2.3"):
+        for bad in ("tcp:8080", "tcp:8080:interface=0.0.0.0", "tcp:80:interface=10.1.2.3",
+                    "ssl:8443:privateKey=k.pem"):
             with self.assertRaises(InvalidArgumentError) as e:
                 check_listen(bad, has_token=False)
             self.assertIn("--auth-token", str(e.exception))

@@ -191,9 +191,10 @@ class SecurityTests(ServerPerClass, TestCase):
                 f"access_log={access_log}",
             )
 
-    async def test_https_listener_needs_no_token(self) -> None:
-        """--listen ssl:... serves HTTPS (the certificate verified against its CA), and
-        is accepted without a token on any interface (TLS protects the traffic)."""
+    async def test_https_listener_on_loopback_needs_no_token(self) -> None:
+        """--listen ssl:...:interface=127.0.0.1 serves HTTPS (the certificate verified
+        against its CA) without a token; on all interfaces TLS alone is refused (it
+        protects the traffic, not the door: see test_bridge_hostile_shutdown)."""
         import trustme
         from twisted.internet.ssl import Certificate
         from twisted.web.client import Agent, BrowserLikePolicyForHTTPS
@@ -213,5 +214,7 @@ class SecurityTests(ServerPerClass, TestCase):
         self.assertEqual(r.code, 202, r)
         self.assertEqual((await sub.next_msg(timeout=WAIT)).data, b"good")
         from txnats.bridge.config import BridgeConfig
+        from txnats.errors import InvalidArgumentError
 
-        BridgeConfig(listen=f"ssl:8443:privateKey={pem}").check()  # all interfaces: fine
+        with self.assertRaises(InvalidArgumentError):  # all interfaces: a token is due
+            BridgeConfig(listen=f"ssl:8443:privateKey={pem}").check()

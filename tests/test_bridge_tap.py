@@ -64,9 +64,10 @@ class OptionsTests(SynchronousTestCase):
         self.assertTrue(parse("--access-log").config.access_log)  # type: ignore[union-attr]
         self.assertIsInstance(makeService(options), BridgeService)
 
-    def test_listen_on_all_interfaces_needs_a_token_or_tls(self) -> None:
+    def test_listen_on_all_interfaces_needs_a_token(self) -> None:
         """--listen tcp:8080 alone is refused with a message saying what to add; with a
-        token (given or from a file) or on ssl: it is accepted."""
+        token (given or from a file) it is accepted; ssl: on all interfaces needs one
+        too (the --insecure-no-auth cases are in test_bridge_hostile_shutdown)."""
         with self.assertRaises(usage.UsageError) as e:
             parse("--listen", "tcp:8080")
         self.assertIn("refusing to listen on all interfaces (tcp:8080)", str(e.exception))
@@ -78,7 +79,7 @@ class OptionsTests(SynchronousTestCase):
             f.write("from-file\n")
         config = parse("--listen", "tcp:8080", "--auth-token-file", path).config
         self.assertEqual(config.auth_token, "from-file")  # type: ignore[union-attr]
-        parse("--listen", "ssl:8443:privateKey=key.pem")
+        self.assertRaises(usage.UsageError, parse, "--listen", "ssl:8443:privateKey=key.pem")
         for bad in (["--auth-token", "a", "--auth-token-file", path],
                     ["--auth-token-file", path + ".missing"], ["--auth-token", " "]):
             self.assertRaises(usage.UsageError, parse, *bad)

@@ -40,6 +40,9 @@ class BridgeConfig:
     :param idle_timeout: seconds an HTTP connection may stay idle (no byte from the
         client while no request is being answered) before it is closed; a request only
         partly sent by then is answered 408.
+    :param insecure_no_auth: serve beyond loopback without a token (see
+        :func:`~txnats.bridge.security.check_listen`): for a network where something
+        else (a proxy, a firewall) decides who may connect.
     """
 
     servers: Sequence[str] | None = None
@@ -56,14 +59,17 @@ class BridgeConfig:
     server_binary: str | None = None
     access_log: bool = False
     idle_timeout: float = 60.0
+    insecure_no_auth: bool = False
 
     def check(self) -> None:
         """Refuse what must not run.
 
-        :raises InvalidArgumentError: for a listener others could reach unprotected, or an
-            idle timeout that is not a positive number of seconds.
+        :raises InvalidArgumentError: for a listener others could reach without a token
+            (unless ``insecure_no_auth``), or an idle timeout that is not a positive
+            number of seconds.
         """
-        check_listen(self.listen, has_token=self.auth_token is not None)
+        check_listen(self.listen, has_token=self.auth_token is not None,
+                     insecure_no_auth=self.insecure_no_auth)
         if not 0 < self.idle_timeout < float("inf"):
             raise InvalidArgumentError(
                 f"idle_timeout must be a positive number of seconds, not {self.idle_timeout!r}")

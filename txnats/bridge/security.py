@@ -23,6 +23,7 @@ __all__ = [
     "check_fits",
     "check_listen",
     "check_subject",
+    "is_public",
     "max_control_line",
     "parse_listen",
     "parse_rule",
@@ -109,26 +110,37 @@ def _is_loopback(interface: str) -> bool:
         return False
 
 
-def check_listen(description: str, *, has_token: bool) -> None:
-    """Refuse an HTTP listener that others could reach with neither a token nor TLS.
+def check_listen(description: str, *, has_token: bool, insecure_no_auth: bool = False) -> None:
+    """Refuse an HTTP listener that others could reach without a token.
 
-    Loopback TCP (``interface=127.0.0.1``, ``::1``, ``localhost``) and UNIX sockets are
-    local; ``ssl:`` brings TLS; anything else needs ``--auth-token``.
+    Loopback TCP or TLS (``interface=127.0.0.1``, ``::1``, ``localhost``) and UNIX
+    sockets are local: anything else (all interfaces, a public address, another kind of
+    endpoint) needs ``--auth-token``, TLS or not. TLS keeps the traffic and the token
+    from being read or changed on the way; it does not decide who may connect, so an
+    ``ssl:`` listener without a token would let anyone who reaches the port publish and
+    subscribe. ``insecure_no_auth`` (``--insecure-no-auth``) accepts such a listener
+    anyway, for a network where something in front of the bridge decides who connects.
 
     :raises InvalidArgumentError: saying why, and what to do about it.
     """
-    kind, _args, kwargs = parse_listen(description)
-    if has_token or kind in ("ssl", "unix"):
+    if has_token or insecure_no_auth or not is_public(description):
         return
-    interface = kwargs.get("interface", "")
-    if kind in ("tcp", "tcp6") and _is_loopback(interface):
-        return
+    interface = parse_listen(description)[2].get("interface", "")
     where = f"interface {interface}" if interface else "all interfaces"
     raise InvalidArgumentError(
         f"refusing to listen on {where} ({description}) without --auth-token "
-        f"(or --auth-token-file) or TLS (--listen ssl:...); for local use only, "
-        f"add interface=127.0.0.1"
+        f"(or --auth-token-file): TLS protects the traffic but lets anyone connect. "
+        f"For local use only, add interface=127.0.0.1; if something in front of the "
+        f"bridge decides who may connect, add --insecure-no-auth"
     )
+
+
+def is_public(description: str) -> bool:
+    """Whether a listener is reachable beyond this host (not loopback, not UNIX)."""
+    kind, _args, kwargs = parse_listen(description)
+    if kind == "unix":
+        return False
+    return not (kind in ("tcp", "tcp6", "ssl") and _is_loopback(kwargs.get("interface", "")))
 
 
 def _tokens_overlap(a: list[str], b: list[str]) -> bool:

@@ -32,6 +32,7 @@ from txnats.bridge.context import BridgeContext
 from txnats.bridge.embedded import EmbeddedServer
 from txnats.bridge.http import BridgeSite, make_site
 from txnats.bridge.metrics import BridgeMetrics
+from txnats.bridge.security import is_public
 from txnats.client import ClientState
 
 __all__ = ["BridgeService"]
@@ -149,6 +150,9 @@ class BridgeService(Service):
             self._reactor, self.config.listen)
         self._site = make_site(self.ctx)
         self._port = await endpoint.listen(self._site)
+        if self.config.auth_token is None and is_public(self.config.listen):
+            log.warn("nats-bridge: serving {listen} without a token (--insecure-no-auth): "
+                     "whoever reaches it may publish and subscribe", listen=self.config.listen)
         return self._base_url()
 
     async def _start_forwarders(self) -> None:

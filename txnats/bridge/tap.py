@@ -53,7 +53,8 @@ class Options(usage.Options):
     longdesc = (
         "An HTTP, Server-Sent Events and WebSocket bridge to NATS. Without --nats it "
         "starts an embedded nats-server with JetStream. Without --listen it serves on "
-        f"{DEFAULT_LISTEN}. Listening beyond loopback needs --auth-token or TLS. "
+        f"{DEFAULT_LISTEN}. Listening beyond loopback needs --auth-token, TLS or not "
+        "(or --insecure-no-auth). "
         "ROUTE in --allow/--deny is publish, request, subscribe, js or kv."
     )
 
@@ -88,6 +89,9 @@ class Options(usage.Options):
     optFlags: list[list[Any]] = [
         ["access-log", None,
          "log every HTTP request (default: only those answered with 400 or above)"],
+        ["insecure-no-auth", None,
+         "serve beyond loopback without --auth-token (something in front of the bridge "
+         "decides who may connect)"],
     ]
 
     def __init__(self) -> None:
@@ -142,6 +146,7 @@ class Options(usage.Options):
             max_request_timeout=self["max-request-timeout"], policy=policy,
             forwards=self._forwards(), data_dir=self["data-dir"],
             server_binary=self["nats-server-bin"], access_log=bool(self["access-log"]),
+            insecure_no_auth=bool(self["insecure-no-auth"]),
         )
 
     def _connect_options(self) -> dict[str, Any]:
