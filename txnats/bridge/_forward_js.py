@@ -29,8 +29,9 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats.bridge.security import check_fits, max_control_line
 from txnats.client import Client, ClientState
-from txnats.errors import APIError, NatsError
+from txnats.errors import APIError, BadHeaderError, BadSubjectError, MaxPayloadError, NatsError
 from txnats.jetstream import JsMsg, PubAck, PullConsumer
 from txnats.protocol.headers import Headers
 
@@ -43,6 +44,8 @@ log = Logger()
 #: Headers of the source message that must not reach the target's stream: the id is
 #: ours to set, and the expectations were about the source stream.
 _STRIP = ("nats-msg-id", "nats-expected-")
+#: Failures that no retry mends: the target refuses the message itself.
+_NEVER: tuple[type[BaseException], ...] = (BadSubjectError, BadHeaderError, MaxPayloadError)
 #: Seconds one pull waits for messages before asking again.
 PULL_EXPIRES = 2.0
 #: Seconds before a message the target refused is delivered again (times its count).
@@ -51,11 +54,27 @@ MAX_RETRY_DELAY = 30.0
 
 
 def forwarded_headers(headers: Headers | None) -> Headers | None:
-    """The source message's headers as they go to the target (see ``_STRIP``)."""
+    """The source message's headers as they go to the target (see ``_STRIP``).
+
+    A header block that did not parse goes as it came (as the server relays it).
+    """
     if headers is None:
         return None
+    if headers.raw is not None and not headers:
+        return headers
     items = [(k, v) for k, v in headers.multi_items() if not k.lower().startswith(_STRIP)]
     return Headers(items) if items else None
+
+
+def _with_id(block: bytes, msg_id: str) -> Headers:
+    """A header block that did not parse, relayed as it came with ``Nats-Msg-Id``
+    added before its end (the target's stream reads it; nothing else is changed).
+
+    :raises BadHeaderError: if the block does not end as header blocks do.
+    """
+    if not block.endswith(b"\r\n\r\n"):
+        raise BadHeaderError("a header block that does not parse nor end with CRLF CRLF")
+    return Headers.unparsed(block[:-2] + b"Nats-Msg-Id: " + msg_id.encode() + b"\r\n\r\n")
 
 
 class _Complaints:
@@ -230,12 +249,14 @@ class JsPump:
     def _forward_one(self, m: JsMsg) -> Deferred[None]:
         subject = self.route.target_subject(m.subject)
         try:
+            check_fits(subject, max_control_line(self.target))
             meta = m.metadata
-            d = self.target_js.publish(
-                subject, m.data, headers=forwarded_headers(m.headers),
-                msg_id=f"{meta.stream}:{meta.sequence.stream}",
-            )
-        except NatsError as e:
+            headers = forwarded_headers(m.headers)
+            msg_id: str | None = f"{meta.stream}:{meta.sequence.stream}"
+            if headers is not None and headers.raw is not None and not headers:
+                headers, msg_id = _with_id(headers.raw, msg_id or ""), None
+            d = self.target_js.publish(subject, m.data, headers=headers, msg_id=msg_id)
+        except Exception as e:  # (a defect outside NatsError too: refused, not a crash)
             d = fail(e)
         return d.addCallbacks(
             self._accepted, self._refused, callbackArgs=(m, subject), errbackArgs=(m,)
@@ -258,6 +279,9 @@ class JsPump:
                      error=str(e))
 
     def _refused(self, failure: Failure, m: JsMsg) -> None:
+        if failure.check(*_NEVER):
+            self._terminate(failure.value, m)
+            return
         self.stats.retried += 1
         self.pushes.failed(failure.value)
         try:
@@ -265,3 +289,13 @@ class JsPump:
             m.nak(delay=min(RETRY_DELAY * count, MAX_RETRY_DELAY))
         except NatsError:
             pass  # not acked: the source redelivers it after its ack wait
+
+    def _terminate(self, error: BaseException | None, m: JsMsg) -> None:
+        """A message the target can never take: counted, said, and not redelivered."""
+        self.stats.dropped += 1
+        log.warn("Forward {route}: {subject} can never be forwarded, terminated on the "
+                 "source: {error}", route=self.route.name, subject=m.subject, error=str(error))
+        try:
+            m.term(reason=f"nats-bridge cannot forward it: {error}"[:200])
+        except NatsError:
+            pass  # not acked: redelivered after the ack wait, and refused again

@@ -168,7 +168,9 @@ class ForwardStats:
     #: Messages handed to the target (core) or accepted by it (JetStream).
     forwarded: int = 0
     forwarded_bytes: int = 0
-    #: Core mode: messages the target connection refused (its buffer full, closed).
+    #: Messages not forwarded, for good: core mode, those the target connection refused
+    #: (its buffer full, closed, a subject too long for it); JetStream mode, those the
+    #: target can never take (a subject too long, a payload too large), terminated.
     dropped: int = 0
     #: JetStream mode: publishes the target's duplicate window recognised (the message
     #: was stored already: a redelivery after an ack was lost); acknowledged, not stored.

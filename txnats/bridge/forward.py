@@ -6,9 +6,11 @@ Two modes, chosen by the spec (see :func:`parse_forward`):
   message is published to the target as it comes, **at most once**. Several bridges
   with the same spec join the same queue group, so each message is forwarded by one
   of them. A message the target connection cannot take (its reconnect buffer full
-  while the target is down, the client closed) is counted in ``stats.dropped`` and
-  logged, never dropped quietly; a full outbound buffer while connected applies
-  back-pressure to the source subscription instead (its pending limits then decide).
+  while the target is down, the client closed, a subject too long for the target's
+  control line or a payload over its limit) is counted in ``stats.dropped`` and
+  logged, never dropped quietly, and never sent to close the target's connection; a
+  full outbound buffer while connected applies back-pressure to the source
+  subscription instead (its pending limits then decide).
   Reply subjects are not forwarded (the reply would have to come back across).
 - **JetStream** (``js:ORDERS:orders.>=nats://other:4222``): a durable pull consumer on
   the source stream, shared by every bridge with the same spec; each message is
@@ -17,6 +19,9 @@ Two modes, chosen by the spec (see :func:`parse_forward`):
   once**). ``Nats-Msg-Id`` is ``<stream>:<sequence>`` of the source message, so the
   target stream's duplicate window drops most redeliveries; ``stats.duplicates``
   counts those it recognised. The target needs a stream taking the target subjects.
+  A message the target can never take (a subject too long for its control line, a
+  payload over its limit) is terminated on the source (``term``), counted in
+  ``stats.dropped`` and logged, rather than redelivered for ever.
 
 A :class:`Forwarder` owns its connection to the target (reconnecting forever); the
 source client is the caller's.
@@ -32,6 +37,7 @@ from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats.bridge.security import check_fits, max_control_line
 from txnats.client import Client
 from txnats.errors import (
     ConnectionClosedError,
@@ -209,6 +215,9 @@ class Forwarder:
     def _on_core(self, msg: Msg) -> Deferred[None] | None:
         subject = self.route.target_subject(msg.subject)
         try:
+            # The source server took this subject; the target's control line may be
+            # shorter, or the mapping longer: the target would close the connection.
+            check_fits(subject, max_control_line(self.target))
             self.target.publish(subject, msg.data, headers=msg.headers)
         except OutboundBufferFullError as e:
             if not self.target.is_connected:
@@ -221,13 +230,17 @@ class Forwarder:
         except NatsError as e:
             self._drop(msg, e)
             return None
+        except Exception as e:  # a defect; still counted and said, never quietly lost
+            log.failure("Forward {route}: publishing to the target raised", route=self.name)
+            self._drop(msg, e)
+            return None
         self._forwarded(subject, len(msg.data))
         return None
 
     def _again(self, subject: str, msg: Msg) -> None:
         try:
             self.target.publish(subject, msg.data, headers=msg.headers)
-        except NatsError as e:
+        except Exception as e:
             self._drop(msg, e)
         else:
             self._forwarded(subject, len(msg.data))
