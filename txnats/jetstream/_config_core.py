@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from txnats._args import check_delay
+from txnats._args import MAX_SECONDS, check_count, check_delay
 from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = ["JsonName", "JsonObject", "Seconds", "from_ns", "seconds", "to_ns"]
@@ -114,20 +114,22 @@ def _user_same(name: str, v: Any) -> Any:
     return v
 
 
-#: The longest duration the server holds (Go's time.Duration), in seconds: ~292 years.
-MAX_SECONDS = (2**63 - 1) / _NS
-
-
 def _user_seconds(name: str, v: Any) -> float:
     if isinstance(v, timedelta):
         v = v.total_seconds()
-    s = check_delay(name, v)
-    if s > MAX_SECONDS:
-        raise InvalidArgumentError(
-            f"{name} is {v!r} seconds, more than the server's durations hold (about 292 "
-            "years): durations are seconds here, not nanoseconds"
-        )
-    return s
+    try:
+        return check_delay(name, v)
+    except InvalidArgumentError as e:
+        if type(e) is InvalidArgumentError and isinstance(v, (int, float)) and v > MAX_SECONDS:
+            raise InvalidArgumentError(
+                f"{e}: durations are seconds here, not nanoseconds"
+            ) from None
+        raise
+
+
+def _user_int(name: str, v: Any) -> int:
+    """A whole number the server reads as an int64: -1 (its "unlimited") or more."""
+    return check_count(name, v, minimum=-1)
 
 
 def _user_time(name: str, v: Any) -> datetime:
@@ -215,6 +217,8 @@ def _converters(
         return _time_to_json, _time_from_json, _user_time
     if _is_enum(t):
         return _enum_out, _enum_in(t), _enum_user(t)
+    if t is int:
+        return _same, _same, _user_int
     if _is_record(t):
         return (
             lambda v: v.to_json(),

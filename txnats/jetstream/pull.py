@@ -131,6 +131,11 @@ class PullConsumer:
         sent only now (ADR-37). Fails with :class:`TimeoutError` when none came, and
         as :meth:`fetch` does otherwise."""
 
+        try:
+            check_timeout("timeout", timeout, allow_none=False)
+        except NatsError as e:
+            return fail(e)
+
         def one(msgs: list[JsMsg]) -> JsMsg:
             if not msgs:
                 raise TimeoutError(f"no message from {self.stream}/{self.name} within {timeout}s")

@@ -43,6 +43,7 @@ from txnats.errors import (
     TimeoutError,
 )
 from txnats.jetstream._api import consumer_gone
+from txnats.jetstream.config import ConsumerConfig
 from txnats.jetstream.msg import JsMsg
 from txnats.protocol.events import Msg
 
@@ -129,6 +130,10 @@ def subscribe(
     if durable:
         cfg["durable_name"] = durable
     cfg.update(config or {})
+    try:  # every field checked before a stream is looked up or an inbox subscribed
+        ConsumerConfig.build(None, cfg, "config")
+    except NatsError as e:
+        return fail(e)
     binder = _Binder(js, subject, handler, queue, stream, durable, cfg, manual_ack, error_cb, hb)
     return binder.run()
 
