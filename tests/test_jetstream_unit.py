@@ -905,6 +905,10 @@ class OrderedTests(JsHarness, SynchronousTestCase):
             self.heartbeat(inbox, sid, last=1)
         self.assertEqual(self.written(), [])
         self.advance(2.75 * self.HB)
+        # Silent for a heartbeat: it asks once whether its consumer exists; it does.
+        [ask] = self.written()
+        self.assertEqual(ask.subject, f"$JS.API.CONSUMER.INFO.S.{name}")
+        self.answer(ask, {"stream_name": "S", "name": name, "config": {}})
         self.assertEqual(self.written(), [])  # silent for under 3 heartbeats: not yet
         self.advance(3.25 * self.HB)  # by 6, it has reset
         self.assert_reset(sid, name, 11)

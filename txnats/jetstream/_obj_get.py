@@ -29,9 +29,16 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txnats.errors import ObjectStoreError, TimeoutError
+from txnats.errors import (
+    BucketNotFoundError,
+    ObjectStoreError,
+    StreamNotFoundError,
+    TimeoutError,
+)
+from txnats.jetstream._gone import notices_for
 from txnats.jetstream._obj_chunks import Hasher, verify
 from txnats.jetstream._watch import StopOnExit
+from txnats.jetstream.msg import whole_number
 from txnats.jetstream.ordered import ONE_SHOT_RESETS, OrderedConsumer
 from txnats.nuid import next_nuid
 from txnats.protocol.events import Msg
@@ -76,16 +83,19 @@ class ChunkStream:
         self._timer: IDelayedCall | None = None
         self._consumer: OrderedConsumer | None = None
         self._stopped = False
+        self._asking = False  # a stream-info request is under way
+        self._unwatch: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         if self.info.chunks == 0:
             self._complete()
             return
+        self._unwatch = notices_for(self.js.client).watch(self._stream, self._notice)
         if not self._direct:
             self._consumer = OrderedConsumer(
                 self.js, self._stream, self._on_ordered, filter_subjects=[self._subject],
-                on_error=self._fail, max_resets=ONE_SHOT_RESETS,
+                on_error=self._ordered_failed, max_resets=ONE_SHOT_RESETS,
             )
             self._consumer.start().addErrback(self._start_failed)
             return
@@ -95,7 +105,38 @@ class ChunkStream:
         self._request()
 
     def _start_failed(self, f: Failure) -> None:
-        self._fail(f.value or ObjectStoreError("could not start reading"))
+        self._ordered_failed(f.value or ObjectStoreError("could not start reading"))
+
+    def _ordered_failed(self, e: BaseException) -> None:
+        self._fail(self._gone(e) if isinstance(e, StreamNotFoundError) else e)
+
+    def _gone(self, cause: BaseException) -> BucketNotFoundError:
+        bucket = self._stream.removeprefix("OBJ_")
+        err = BucketNotFoundError(
+            f"object store {bucket!r} is gone (reading {self.info.name!r})"
+        )
+        err.__cause__ = cause
+        return err
+
+    def _notice(self, consumer: str) -> None:
+        if not consumer:  # the stream's deletion (a consumer's is the ordered reader's)
+            self._ask(None)
+
+    def _ask(self, otherwise: BaseException | None) -> None:
+        """Ask whether the bucket's stream still exists: fail with
+        :class:`BucketNotFoundError` if not, else with ``otherwise`` (if any)."""
+        if self._asking or self._stopped or self._finished or self._error is not None:
+            return
+        self._asking = True
+
+        def answered(result: object) -> None:
+            self._asking = False
+            if isinstance(result, Failure) and result.check(StreamNotFoundError):
+                self._fail(self._gone(result.value or StreamNotFoundError("gone")))
+            elif otherwise is not None:
+                self._fail(otherwise)
+
+        self.js.stream_info(self._stream).addBoth(answered)
 
     def stop(self) -> None:
         """Stop reading (what is queued is dropped); ``next()`` then ends."""
@@ -107,6 +148,9 @@ class ChunkStream:
         self._wake()
 
     def _teardown(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
@@ -138,7 +182,7 @@ class ChunkStream:
 
     def _timed_out(self) -> None:
         self._timer = None
-        self._fail(TimeoutError(
+        self._ask(TimeoutError(
             f"object {self.info.name!r}: no chunk within {self.js.timeout}s"
         ))
 
@@ -167,17 +211,20 @@ class ChunkStream:
                         self._timer = None
             elif status == 404:  # no chunk at or after next_seq: the rest is missing
                 self._complete()
-            else:
+            else:  # (503: no stream answers, deleted or between leaders)
                 desc = h.description if h is not None else ""
-                self._fail(ObjectStoreError(
+                self._ask(ObjectStoreError(
                     f"object {self.info.name!r}: direct get answered {status} {desc}".strip()
                 ))
             return
-        seq = h.get("Nats-Sequence") if h is not None else None
-        if seq is None or not seq.isdigit():
-            self._fail(ObjectStoreError("direct get answered a message without its sequence"))
+        seq = whole_number(h.get("Nats-Sequence") if h is not None else None)
+        if seq is None or seq < self._next_seq:
+            self._fail(ObjectStoreError(
+                "direct get answered a message without its sequence (or with one before"
+                f" the next chunk's, {self._next_seq})"
+            ))
             return
-        self._next_seq = int(seq) + 1
+        self._next_seq = seq + 1
         self._arm()
         self._chunk(msg.data)
         if h is not None and h.get("Nats-Num-Pending") is None:

@@ -24,7 +24,7 @@ from txnats.protocol.headers import HeaderInput, Headers
 if TYPE_CHECKING:
     from txnats.client import Client
 
-__all__ = ["JsMsg", "MsgMetadata", "SequencePair", "parse_metadata"]
+__all__ = ["JsMsg", "MsgMetadata", "SequencePair", "parse_metadata", "whole_number"]
 
 _ACK = b"+ACK"
 _NAK = b"-NAK"
@@ -54,6 +54,16 @@ class MsgMetadata:
     domain: str = ""
 
 
+def whole_number(text: str | None) -> int | None:
+    """``text`` as a whole number (ASCII digits only, at most 20 of them: a uint64),
+    else ``None``: for the numbers a server puts in subjects and headers, which
+    another client may have written instead (``int()`` would take ``" 7"``, ``"1_0"``,
+    ``"-3"`` or ``"٣"``, and ``str.isdigit`` passes ``"²"``, which ``int()`` refuses)."""
+    if text is None or not 0 < len(text) <= 20 or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
 def parse_metadata(reply: str | None) -> MsgMetadata:
     """Parse a ``$JS.ACK`` reply subject; :class:`JetStreamError` if it is not one."""
     if not reply or not reply.startswith("$JS.ACK."):
@@ -71,9 +81,12 @@ def parse_metadata(reply: str | None) -> MsgMetadata:
             rest = tokens[6:11]
         else:
             raise ValueError(n)
+        digits = "".join(rest)  # (ASCII digits only: no sign, no "_", no other script)
+        if not (digits.isascii() and digits.isdigit()):
+            raise ValueError(rest)
         delivered, sseq, cseq, ts, pending = (int(t) for t in rest)
     except ValueError:
-        raise JetStreamError(f"malformed JetStream reply subject {reply!r}") from None
+        raise JetStreamError(f"malformed JetStream reply subject {reply[:200]!r}") from None
     return MsgMetadata(
         stream=stream,
         consumer=consumer,

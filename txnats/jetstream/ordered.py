@@ -23,14 +23,16 @@ from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_timeout
 from txnats.errors import (
+    ConsumerNotFoundError,
     NatsError,
     OrderedConsumerError,
     StreamNotFoundError,
     SubscriptionClosedError,
     TimeoutError,
 )
+from txnats.jetstream._gone import notices_for
 from txnats.jetstream.config import ConsumerConfig, ConsumerInfo
-from txnats.jetstream.msg import JsMsg, MsgMetadata, parse_metadata
+from txnats.jetstream.msg import JsMsg, MsgMetadata, parse_metadata, whole_number
 from txnats.nuid import next_nuid
 from txnats.protocol.events import Msg
 
@@ -71,6 +73,11 @@ class OrderedConsumer:
     ``heartbeat`` is the server's idle heartbeat in seconds (finite, above zero; three
     missed ones reset the consumer); ``opt_start_seq`` a stream sequence of at least 1.
     A bad one raises :class:`InvalidArgumentError` here, before any I/O.
+
+    A deleted stream ends it with :class:`StreamNotFoundError` (and a deleted consumer
+    is recreated) at once where the account hears the server's deletion advisories
+    (see :mod:`txnats.jetstream._gone`), else within about a heartbeat: the first
+    missed one makes it ask the server whether its consumer and stream still exist.
 
     When recreating the consumer fails while connected (a timeout, no responders: a
     leader election, another JetStream domain out of reach), it tries again after
@@ -117,6 +124,9 @@ class OrderedConsumer:
         self._creating = False
         self._gen = 0  # bumped per consumer created: deliveries to older inboxes are ignored
         self._seen = True  # anything arrived since the last heartbeat check
+        self._silent = 0  # heartbeat checks (every quarter heartbeat) in a row with nothing
+        self._asking = False  # a consumer-info request is under way
+        self._unwatch: Callable[[], None] | None = None
         self._hb_timer: IDelayedCall | None = None
         #: Consumer deliveries so far (a reset starts a new consumer; this goes on).
         self.delivered = 0
@@ -132,6 +142,7 @@ class OrderedConsumer:
     def start(self) -> Deferred[ConsumerInfo]:
         """Create the consumer; fires with its info."""
         self._unlisten = self.js.client.add_status_listener(self._on_state)
+        self._unwatch = notices_for(self.js.client).watch(self.stream, self._notice)
         return self._create()
 
     def stop(self) -> None:
@@ -142,6 +153,9 @@ class OrderedConsumer:
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         self._drop_current()
 
     @property
@@ -241,6 +255,7 @@ class OrderedConsumer:
             self._creating = False
             self._resets = 0
             self._seen = True
+            self._silent = 0
             self._schedule_hb_check()
             if self._reset_when_created:
                 self._reset_when_created = False
@@ -261,15 +276,48 @@ class OrderedConsumer:
     def _schedule_hb_check(self) -> None:
         if self._stopped or not self._connected:
             return
-        self._hb_timer = self.js.client.clock.callLater(3 * self._heartbeat, self._hb_check)
+        self._hb_timer = self.js.client.clock.callLater(self._heartbeat / 4, self._hb_check)
 
     def _hb_check(self) -> None:
+        # Every quarter heartbeat: silence for a heartbeat (four checks) asks whether
+        # the consumer and its stream still exist; for three (twelve) resets it.
         self._hb_timer = None
-        if not self._seen:
-            self._reset("missed heartbeats")
-            return
-        self._seen = False
+        if self._seen:
+            self._seen = False
+            self._silent = 0
+        else:
+            self._silent += 1
+            if self._silent >= 12:
+                self._silent = 0
+                self._reset("missed heartbeats")
+                return
+            if self._silent == 4:
+                self._ask()
         self._schedule_hb_check()
+
+    def _notice(self, consumer: str) -> None:
+        """A deletion advisory for our stream, or for a consumer of it."""
+        if not consumer or (consumer == self._name and self._name):
+            self._ask()
+
+    def _ask(self) -> None:
+        """Ask the server whether the consumer (and its stream) still exist: a stream
+        that is gone ends this reader, a consumer that is gone is made again."""
+        if self._stopped or self._creating or self._asking or not self._name:
+            return
+        self._asking = True
+        name = self._name
+
+        def answered(result: object) -> None:
+            self._asking = False
+            if not isinstance(result, Failure) or self._stopped:
+                return
+            if result.check(StreamNotFoundError):
+                self._fail(result.value)  # type: ignore[arg-type]
+            elif result.check(ConsumerNotFoundError) and name == self._name:
+                self._reset("the consumer was deleted")
+
+        self.js.consumer_info(self.stream, name).addBoth(answered)
 
     # ------------------------------------------------------------------ delivery
     def _deliver(self, msg: Msg) -> Deferred[Any] | None:
@@ -292,8 +340,8 @@ class OrderedConsumer:
                         self._held_fc.append(stalled)
                     else:
                         client.publish(stalled, b"")
-                last = h.get("Nats-Last-Consumer")
-                if last is not None and last.isdigit() and int(last) != self._cseq:
+                last = whole_number(h.get("Nats-Last-Consumer"))
+                if last is not None and last != self._cseq:
                     self._reset(f"heartbeat says consumer sequence {last}, we have {self._cseq}")
                 return None
             self._reset(f"status {h.status} {h.description or ''}".strip())
@@ -331,7 +379,10 @@ class OrderedConsumer:
 
     def _reset_failed(self, f: Failure) -> None:
         e = f.value
-        if isinstance(e, StreamNotFoundError) or not isinstance(e, NatsError):
+        if (
+            isinstance(e, StreamNotFoundError) or not isinstance(e, NatsError)
+            or self.js.client.is_closed
+        ):
             self._fail(e if isinstance(e, NatsError) else OrderedConsumerError(str(e)))
             return
         if not self._connected:

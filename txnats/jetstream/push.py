@@ -43,6 +43,7 @@ from txnats.errors import (
     TimeoutError,
 )
 from txnats.jetstream._api import consumer_gone
+from txnats.jetstream._gone import notices_for
 from txnats.jetstream.config import ConsumerConfig
 from txnats.jetstream.msg import JsMsg
 from txnats.protocol.events import Msg
@@ -263,6 +264,8 @@ class PushSubscription:
         self._connected = True
         self._unlisten: Callable[[], None] | None = None
         self._checking = False  # a consumer-info request is under way
+        self._asked = False  # asked once in this silence already
+        self._unwatch: Callable[[], None] | None = None
         self._end_error: NatsError | None = None
         self.delivered = 0
         self.flow_control_answered = 0
@@ -276,8 +279,14 @@ class PushSubscription:
         # However it ends (the client's drain or close too), readers waiting are told.
         sub.when_ended().addBoth(lambda _: self._ended())
         self._unlisten = self._client.add_status_listener(self._on_state)
+        self._unwatch = notices_for(self._client).watch(self.stream, self._notice)
         self._last = self._client.clock.seconds()
         self._arm()
+
+    def _notice(self, consumer: str) -> None:
+        """A deletion advisory for our stream, or for a consumer of it: ask."""
+        if not consumer or consumer == self.consumer:
+            self._check_consumer()
 
     def bound(self, consumer: str, delete_on_end: bool) -> None:
         """The consumer exists: remember its name (and whether we made it ephemeral)."""
@@ -322,6 +331,9 @@ class PushSubscription:
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         waiters, self._waiters = self._waiters, deque()
         for w in waiters:
             w.errback(self._end_error or SubscriptionClosedError("push subscription ended"))
@@ -344,7 +356,7 @@ class PushSubscription:
     def _arm(self) -> None:
         self._disarm()
         if self._heartbeat and self._connected and self.is_active:
-            self._timer = self._client.clock.callLater(2 * self._heartbeat, self._check)
+            self._timer = self._client.clock.callLater(self._heartbeat, self._check)
 
     def _disarm(self) -> None:
         if self._timer is not None and self._timer.active():
@@ -357,17 +369,24 @@ class PushSubscription:
             return
         clock = self._client.clock
         quiet = clock.seconds() - self._last
-        limit = 2 * self._heartbeat
+        hb = self._heartbeat
+        limit = 2 * hb
         if quiet >= limit:
             self.heartbeat_alarms += 1
             self._report(NoHeartbeatError(
                 f"push consumer {self.stream}/{self.consumer}: nothing received for"
-                f" {quiet:.1f} s (idle heartbeat {self._heartbeat:g} s)"
+                f" {quiet:.1f} s (idle heartbeat {hb:g} s)"
             ))
             self._last = clock.seconds()
             quiet = 0.0
+            if not self._asked:
+                self._check_consumer()
+            self._asked = False
+        elif quiet >= hb and not self._asked:
+            # The first missed heartbeat: is the consumer (or its stream) gone?
+            self._asked = True
             self._check_consumer()
-        self._timer = clock.callLater(limit - quiet, self._check)
+        self._timer = clock.callLater((hb if quiet < hb else limit) - quiet, self._check)
 
     def _check_consumer(self) -> None:
         """Silence: ask whether the consumer still exists. One that is gone (deleted,
@@ -395,6 +414,7 @@ class PushSubscription:
     # ------------------------------------------------------------------ delivery
     def _on_msg(self, msg: Msg) -> Deferred[Any] | None:
         self._last = self._client.clock.seconds()
+        self._asked = False
         h = msg.headers
         if h is not None and h.status is not None:
             if h.status == 100:
