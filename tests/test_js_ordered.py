@@ -1,5 +1,5 @@
 """The ordered consumer from the context (ADR-17): resets after a reconnection,
-handlers returning Deferreds, ``async for`` with held flow control (on a fake
+handlers returning Deferreds, ``async for`` pausing at its high water (on a fake
 server); and figure 3 against a real server: 50,000 messages exactly once, in order,
 through a consumer deleted under it and a server restart."""
 
@@ -25,7 +25,7 @@ from txnats.testing import NatsServer
 
 from .support.figures import figure
 from .support.files import temp_file
-from .support.jetstream import JsHarness, ack_subject, status_block
+from .support.jetstream import Frame, JsHarness, ack_subject, status_block
 from .support.jsconsume import fill
 from .support.waits import bounded, reactor, wait_until
 from .support.wire import hmsg_frame, msg_frame
@@ -45,13 +45,15 @@ class OrderedResetTests(JsHarness, SynchronousTestCase):
             self.js, "S", self.got.append, heartbeat=self.HB, on_error=self.errors.append,
         )
 
-    def create(self) -> tuple[str, int, str, dict[str, Any]]:
-        """Expect a new SUB and CONSUMER.CREATE; answer it; return inbox, sid, name, config."""
-        frames = self.written()
+    def create(self, answer: bool = True) -> tuple[str, int, str, dict[str, Any]]:
+        """Expect a new SUB and CONSUMER.CREATE; answer it (unless told not to);
+        return inbox, sid, name, config."""
+        self.frames = frames = self.written()
         [req] = [f for f in frames if f.op == "PUB" and ".CONSUMER.CREATE." in f.subject]
         cfg = req.json()["config"]
         [sub] = [f for f in frames if f.op == "SUB" and f.subject == cfg["deliver_subject"]]
-        self.answer(req, {"name": cfg["name"], "num_pending": 0})
+        if answer:
+            self.answer(req, {"name": cfg["name"], "num_pending": 0})
         return sub.subject, sub.sid, cfg["name"], cfg
 
     def started(self) -> tuple[str, int, str, dict[str, Any]]:
@@ -197,29 +199,52 @@ class OrderedResetTests(JsHarness, SynchronousTestCase):
         self.clock.advance(0)
         self.assertEqual(seen, [b"s1", b"s2"])
 
-    def test_messages_hold_flow_control(self) -> None:
-        """OrderedMessages holds flow control while its buffer is full, answers once
-        the reader took it down to half."""
+    def test_messages_pause_at_high_water(self) -> None:
+        """OrderedMessages holds at most high_water messages: once full its consumer is
+        deleted and its inbox unsubscribed (what was on its way is dropped unread);
+        once the reader took the buffer down to half a new consumer starts after the
+        last message buffered, and every message comes once, in order."""
         it = OrderedMessages(self.js, "S", high_water=4, heartbeat=self.HB)
         self.oc = it.consumer
         d = it.start()
         inbox, sid, name, _ = self.create()
         self.assertIs(self.successResultOf(d), it)
-        self.deliver(inbox, sid, name, *[(i, i) for i in range(1, 5)])
-        self.send(hmsg_frame(inbox, sid, status_block(100, "FlowControl Request"),
-                             reply="$JS.FC.x"))
-        self.assertEqual([f for f in self.pubs() if f.subject == "$JS.FC.x"], [])
-        self.assertEqual(self.successResultOf(it.next_msg()).data, b"s1")
-        self.assertEqual([f for f in self.pubs() if f.subject == "$JS.FC.x"], [])
-        self.assertEqual(self.successResultOf(it.next_msg()).data, b"s2")
-        self.assertEqual(len([f for f in self.pubs() if f.subject == "$JS.FC.x"]), 1)
-        self.successResultOf(it.next_msg())
-        self.successResultOf(it.next_msg())
+        self.deliver(inbox, sid, name, *[(i, i) for i in range(1, 7)])  # 5, 6: too many
+        self.assertEqual((it.buffered, self.oc.paused, self.oc.pauses), (4, True, 1))
+        frames = self.written()
+        self.assertIn(Frame("UNSUB", sid=sid), frames)
+        self.assertIn(f"$JS.API.CONSUMER.DELETE.S.{name}", [f.subject for f in frames])
+        self.assertEqual([self.successResultOf(it.next_msg()).data for _ in range(2)],
+                         [b"s1", b"s2"])
+        inbox2, sid2, name2, cfg = self.create()  # resumed at half
+        self.assertEqual((cfg["deliver_policy"], cfg["opt_start_seq"]), ("by_start_sequence", 5))
+        self.assertFalse(self.oc.paused)
+        self.deliver(inbox2, sid2, name2, (5, 1), (6, 2))
+        self.assertEqual([self.successResultOf(it.next_msg()).data for _ in range(4)],
+                         [b"s3", b"s4", b"s5", b"s6"])
+        self.assertEqual(self.oc.resets, 0)
         w = it.next_msg(timeout=1.0)
         self.clock.advance(1.0)
         self.failureResultOf(w, TimeoutError)
         it.stop()
         self.failureResultOf(it.next_msg(), SubscriptionClosedError)
+
+    def test_pause_while_creating(self) -> None:
+        """A buffer filled by deliveries that came before the consumer's creation was
+        answered: the new consumer is deleted once made, and the next resumes."""
+        it = OrderedMessages(self.js, "S", high_water=2, heartbeat=self.HB)
+        self.oc = it.consumer
+        d = it.start()
+        inbox, sid, name, _ = self.create(answer=False)
+        self.deliver(inbox, sid, name, (1, 1), (2, 2), (3, 3))
+        self.assertTrue(self.oc.paused)
+        [req] = [f for f in self.frames if ".CONSUMER.CREATE." in f.subject]
+        self.answer(req, {"name": name, "num_pending": 1})
+        self.successResultOf(d)
+        self.assertIn(f"$JS.API.CONSUMER.DELETE.S.{name}", [f.subject for f in self.pubs()])
+        self.assertEqual(self.successResultOf(it.next_msg()).data, b"s1")
+        _, _, _, cfg = self.create()
+        self.assertEqual(cfg["opt_start_seq"], 3)
 
 
 #: Figure 3's stream: this many messages, a consumer deletion and a restart among them.

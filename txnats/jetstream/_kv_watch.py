@@ -39,10 +39,12 @@ class KeyWatcher(Watcher[Entry]):
     again after the last revision given (a revision is never given twice, and always
     in increasing order).
 
-    Overflow policy: entries not yet read wait in a queue; once ``max_pending`` wait,
-    the server's flow control requests go unanswered, so the server stops sending until
-    the reader has taken the queue down to half (nothing is dropped; the queue may
-    pass ``max_pending`` by what the server had sent before it asked).
+    Overflow policy: entries not yet read wait in a queue of at most ``max_pending``;
+    once it is full the consumer underneath is paused, and made again after the last
+    entry queued once the reader has taken the queue down to half. As after a
+    reconnection, a watch of the latest values whose initial entries were cut so may
+    then also give older revisions of keys changed since (in increasing order: each
+    key's last entry is its latest value), and ``None`` comes once they are all given.
     """
 
     _name = "key watcher"
@@ -67,7 +69,7 @@ class KeyWatcher(Watcher[Entry]):
         self._prefix = kv.subject_prefix
         self._ignore_deletes = ignore_deletes
         self._updates_only = updates_only
-        self._init_pending: int | None = None
+        self._init_target = 0  # entries received once the initial ones are all in
         self._started = False
         policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
         start: int | None = None
@@ -129,9 +131,9 @@ class KeyWatcher(Watcher[Entry]):
                 time_from_ns(meta.timestamp_ns), meta.num_pending, op,
             ))
         if not self._init_done:
-            if self._init_pending is None:
-                self._init_pending = meta.num_pending
-            if meta.num_pending == 0 or self._received > self._init_pending:
+            if meta.sequence.consumer == 1:  # a consumer's first: it says what is left
+                self._init_target = self._received + meta.num_pending
+            if meta.num_pending == 0 or self._received >= self._init_target:
                 self._initial_done()
 
     def _gone(self) -> NatsError:

@@ -37,8 +37,9 @@ class ObjectWatcher(Watcher[ObjectInfo]):
     ``ignore_deletes``). ``updates_only`` gives ``None`` first and changes only.
     :meth:`stop` (or leaving ``async with``) ends it and never waits.
 
-    Overflow policy, as for key watchers: once ``max_pending`` infos wait unread, the
-    server's flow control requests go unanswered until the reader has taken half.
+    Overflow policy, as for key watchers: at most ``max_pending`` infos wait unread;
+    the consumer underneath pauses while the queue is full, until the reader has taken
+    half.
     """
 
     _name = "object watcher"

@@ -2,10 +2,10 @@
 delivered, read with ``async for`` or :meth:`Watcher.next_update`.
 
 Overflow policy (:class:`~txnats.jetstream.ordered.HeldBuffer`'s, as for
-``OrderedMessages``): items not yet read wait in the queue; once ``max_pending`` wait,
-the server's flow control requests go unanswered, so the server stops sending until
-the reader has taken the queue down to half (nothing is dropped; the queue may pass
-``max_pending`` by what the server had sent before it asked).
+``OrderedMessages``): items not yet read wait in the queue, at most ``max_pending`` of
+them; once it is full the consumer underneath is paused (deleted, what was on its way
+dropped) and made again after the last item queued once the reader has taken the queue
+down to half. Nothing is lost or given twice.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Watcher(StopOnExit, Generic[T]):
     say what a vanished stream means (:meth:`_gone`).
 
     :param clock: times :meth:`next_update`'s timeout.
-    :param max_pending: items that may wait unread before flow control is held.
+    :param max_pending: the most items that wait unread (the consumer pauses then).
     """
 
     #: Names the watcher in errors ("the key watcher was stopped").
