@@ -1,6 +1,8 @@
 """Bounds that hold: a reader's ``max_pending`` / ``high_water`` is the most it holds.
 
-A key watcher with ``max_pending=50`` used to hold 19,830 of 20,000 unread entries:
+A key watcher with ``max_pending=50`` used to hold 19,830 of 20,000 unread entries
+(and a push subscription without a handler, acking nothing, all 20,000 whatever the
+client's pending limits):
 holding the server's flow control only stops it at its next flow-control request. Now a
 full queue pauses the ordered consumer underneath (it is deleted, what was on its way
 is dropped) and a new one starts after the last queued item once the reader has taken
@@ -18,6 +20,7 @@ from twisted.internet.task import LoopingCall
 from twisted.trial.unittest import TestCase
 
 import txnats
+from txnats.errors import NatsError, SlowConsumerError
 from txnats.jetstream import JetStreamContext
 
 from .support.servers import ServerPerClass
@@ -157,3 +160,40 @@ class BoundsTests(ServerPerClass, TestCase):
             assert info is not None
             names.append(info.name)
         self.assertEqual(names, [f"o{i}" for i in range(300)])
+
+    async def test_push_without_handler_ack_none(self) -> None:
+        """A push subscription that acks nothing, pending_msgs_limit=50, 2,000
+        messages unread: at most 50 wait (it held all 2,000); the rest are dropped and
+        one SlowConsumerError says so; the 50 read in order."""
+        js = await self.connect()
+        await bounded(js.add_stream(name="BOUNDS_P", subjects=["bp.>"], storage="memory"))
+        await self.fill(js, lambda i: f"bp.{i}", 2000)
+        errors: list[NatsError] = []
+        sub = await bounded(js.subscribe(
+            "bp.>", ack_policy="none", pending_msgs_limit=BOUND,
+            error_cb=errors.append,
+        ))
+        self.addCleanup(sub.unsubscribe)
+        sampler = Sampler(lambda: sub._unread)
+        await self.settled(sampler)
+        await sleep(0.5)
+        self.assertLessEqual(sampler.stop(), BOUND)
+        self.assertEqual(sub.dropped, 2000 - BOUND)
+        self.assertEqual([type(e) for e in errors], [SlowConsumerError])
+        got = [(await bounded(sub.next_msg(timeout=5))).data for _ in range(BOUND)]
+        self.assertEqual(got, [b"v%d" % i for i in range(BOUND)])
+
+    async def test_push_without_handler_acking(self) -> None:
+        """With acks, max_ack_pending below the limit bounds it at the server: 2,000
+        messages, max_ack_pending=50: 50 wait, nothing dropped or reported."""
+        js = await self.connect()
+        await bounded(js.add_stream(name="BOUNDS_PA", subjects=["bpa.>"], storage="memory"))
+        await self.fill(js, lambda i: f"bpa.{i}", 2000)
+        errors: list[NatsError] = []
+        sub = await bounded(js.subscribe(
+            "bpa.>", max_ack_pending=BOUND, pending_msgs_limit=100, error_cb=errors.append,
+        ))
+        self.addCleanup(sub.unsubscribe)
+        sampler = Sampler(lambda: sub._unread)
+        await self.settled(sampler)
+        self.assertEqual((sampler.stop(), sub.dropped, errors), (BOUND, 0, []))

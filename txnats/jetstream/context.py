@@ -630,11 +630,14 @@ class JetStreamContext:
         deliver group; its durable defaults to the group's name), ``stream`` (else the
         one stream taking ``subject``), ``deliver_policy``, ``opt_start_seq``,
         ``flow_control`` (with an ``idle_heartbeat``, 5 s unless given), ``idle_heartbeat``
-        (seconds; silence for twice that is reported to ``error_cb``), ``manual_ack``
-        (else a handler's message is acknowledged once it returned), ``ack_policy``,
-        ``ack_wait``, ``max_ack_pending``, ``headers_only``, ``config`` (more
-        :class:`ConsumerConfig` fields), ``error_cb``. Without a ``handler``, read it
-        with ``next_msg()`` or ``async for``.
+        (seconds; silence for that long asks whether the consumer still exists, for
+        twice that is reported to ``error_cb``), ``manual_ack`` (else a handler's message
+        is acknowledged once it returned), ``ack_policy``, ``ack_wait``,
+        ``max_ack_pending``, ``headers_only``, ``config`` (more :class:`ConsumerConfig`
+        fields), ``error_cb``, ``pending_msgs_limit`` (the most messages waiting unread;
+        the client's option by default; see
+        :class:`~txnats.jetstream.push.PushSubscription`). Without a ``handler``, read
+        it with ``next_msg()`` or ``async for``.
         """
         return push_subscribe(self, subject, handler, **options)
 

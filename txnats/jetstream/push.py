@@ -39,6 +39,7 @@ from txnats.errors import (
     JetStreamError,
     NatsError,
     NoHeartbeatError,
+    SlowConsumerError,
     SubscriptionClosedError,
     TimeoutError,
 )
@@ -90,9 +91,13 @@ def subscribe(
     headers_only: bool = False,
     config: Mapping[str, Any] | None = None,
     error_cb: Callable[[NatsError], object] | None = None,
+    pending_msgs_limit: int | None = None,
 ) -> Deferred[PushSubscription]:
     """See :meth:`JetStreamContext.subscribe`."""
     try:
+        limit = js.client.options.pending_msgs_limit if pending_msgs_limit is None else (
+            check_count("pending_msgs_limit", pending_msgs_limit)
+        )
         if handler is not None and not callable(handler):
             raise InvalidArgumentTypeError(f"handler must be callable, not {handler!r}")
         if not isinstance(subject, str) or not subject:
@@ -136,6 +141,7 @@ def subscribe(
     except NatsError as e:
         return fail(e)
     binder = _Binder(js, subject, handler, queue, stream, durable, cfg, manual_ack, error_cb, hb)
+    binder.limit = limit
     return binder.run()
 
 
@@ -151,6 +157,7 @@ class _Binder:
         self.js, self.subject, self.handler = js, subject, handler
         self.queue, self.stream, self.durable, self.cfg = queue, stream, durable, cfg
         self.manual_ack, self.error_cb, self.heartbeat = manual_ack, error_cb, heartbeat
+        self.limit = js.client.options.pending_msgs_limit
 
     def run(self) -> Deferred[PushSubscription]:
         d: Deferred[Any] = succeed(self.stream) if self.stream else self.js.stream_names(
@@ -184,7 +191,7 @@ class _Binder:
         # Subscribe before the consumer exists: its first messages must find us.
         push = PushSubscription(
             self.js, stream, self.subject, self.handler, self.manual_ack,
-            self.cfg.get("ack_policy") != "none", self.error_cb, self.heartbeat,
+            self.cfg.get("ack_policy") != "none", self.error_cb, self.heartbeat, self.limit,
         )
         push.listen(inbox, self.queue)
         d = self.js.add_consumer(stream, cfg)
@@ -213,7 +220,7 @@ class _Binder:
         push = PushSubscription(
             self.js, stream, self.subject, self.handler, self.manual_ack,
             str(field(cfg, "ack_policy") or "explicit").lower() != "none", self.error_cb,
-            _seconds(field(cfg, "idle_heartbeat")),
+            _seconds(field(cfg, "idle_heartbeat")), self.limit,
         )
         push.listen(str(deliver), self.queue)
         push.bound(str(field(info, "name")), created)
@@ -235,15 +242,28 @@ class PushSubscription:
     """A push consumer's deliveries to this client: iterate it, or let its handler run.
 
     ``stream`` and ``consumer`` name it, ``deliver_subject`` is its inbox; counters:
-    ``delivered``, ``flow_control_answered``, ``heartbeat_alarms``.
+    ``delivered``, ``flow_control_answered``, ``heartbeat_alarms``, ``dropped``.
+
+    Without a handler at most ``pending_msgs_limit`` messages wait unread (the
+    client's option unless given): past it a message is dropped, unacknowledged (a
+    consumer that acks sends it again after its ack wait; one that acks nothing has lost
+    it), and a :class:`SlowConsumerError` reported once until the reader catches up.
+    A consumer that acks also bounds what it sends by its ``max_ack_pending`` (the
+    server's default is 1,000): keep that below the limit and nothing is dropped.
+    Flow control does not bound it: the server runs on to its next request (20,000 of
+    20,000 messages were waiting unread with ``ack_policy="none"``).
     """
 
     def __init__(
         self, js: JetStreamContext, stream: str, subject: str,
         handler: Callable[[JsMsg], object] | None, manual_ack: bool, acks: bool,
         error_cb: Callable[[NatsError], object] | None, heartbeat: float | None,
+        pending_msgs_limit: int | None = None,
     ) -> None:
         self.js = js
+        self._limit = pending_msgs_limit or js.client.options.pending_msgs_limit
+        self._overflowing = False
+        self.dropped = 0
         self.stream = stream
         self.subject = subject
         self.consumer = ""
@@ -275,7 +295,12 @@ class PushSubscription:
     def listen(self, inbox: str, queue: str | None) -> None:
         """Subscribe to the deliver subject (before or after the consumer exists)."""
         self.deliver_subject = inbox
-        self._sub = sub = self._client.subscribe(inbox, self._on_msg, queue=queue)
+        # With a handler the inbox's mailbox holds what waits: it takes the limit.
+        # Without, the mailbox only passes messages on to our queue, which takes it.
+        limit = self._limit if self._handler is not None else None
+        self._sub = sub = self._client.subscribe(
+            inbox, self._on_msg, queue=queue, pending_msgs_limit=limit
+        )
         # However it ends (the client's drain or close too), readers waiting are told.
         sub.when_ended().addBoth(lambda _: self._ended())
         self._unlisten = self._client.add_status_listener(self._on_state)
@@ -437,12 +462,26 @@ class PushSubscription:
             if self._waiters:
                 self.delivered += 1
                 self._waiters.popleft().callback(m)
+            elif self._unread >= self._limit:
+                self._overflow(m)
             else:
                 self._queue.append(m)
                 self._unread += 1
             return None
         self.delivered += 1
         return self._handle(m)
+
+    def _overflow(self, m: JsMsg) -> None:
+        self.dropped += 1
+        if not self._overflowing:
+            self._overflowing = True
+            sid = self._sub.sid if self._sub is not None else 0
+            self._report(SlowConsumerError(
+                f"push consumer {self.stream}/{self.consumer}: {self._unread} messages"
+                f" unread (pending_msgs_limit); dropping {m.subject!r} and what follows"
+                " until the reader catches up", sid=sid, subject=self.deliver_subject,
+                dropped=self.dropped,
+            ))
 
     def _answer_fc(self, reply: str) -> None:
         try:
@@ -489,6 +528,8 @@ class PushSubscription:
                 continue
             self.delivered += 1
             self._unread -= 1
+            if self._unread < self._limit:
+                self._overflowing = False
             while q and isinstance(q[0], str):  # answer what this message was waiting on
                 self._answer_fc(q.popleft())  # type: ignore[arg-type]
             if not self._unread and self._read_waiters:
