@@ -3,8 +3,8 @@
 stored messages and the headers of a publish.
 
 The bottom layer of ``txnats.jetstream``: of its sibling modules it imports only the
-typed records (:mod:`txnats.jetstream.config`), so the context, the consumers and the
-stores can all build on it.
+typed records (:mod:`txnats.jetstream.config`) and the message (:mod:`txnats.jetstream.msg`),
+so the context, the consumers and the stores can all build on it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
@@ -32,10 +32,16 @@ from txnats.errors import (
     StreamNotFoundError,
 )
 from txnats.jetstream.config import PubAck
+from txnats.jetstream.msg import whole_number
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput, Headers, parse_headers
+from txnats.request import REPLY_ROOM
+
+if TYPE_CHECKING:
+    from txnats.client import Client
 
 __all__ = [
+    "MAX_NAME_BYTES",
     "PubAck",
     "RawStreamMsg",
     "api_error",
@@ -47,20 +53,45 @@ __all__ = [
     "parse_pub_ack",
     "raw_from_direct",
     "raw_from_json",
+    "shown",
+    "subject_room",
 ]
 
 _FORBIDDEN_IN_NAMES = frozenset(" \t\r\n.*>/\\")
 
+#: The longest stream or consumer name the server takes, in bytes (its JSMaxNameLen).
+MAX_NAME_BYTES = 255
+
+
+def shown(text: str, keep: int = 40) -> str:
+    """``text`` quoted, cut to its first ``keep`` characters if longer (for errors about
+    names and keys too long to print whole)."""
+    return repr(text) if len(text) <= keep else f"{text[:keep]!r}... ({len(text)} characters)"
+
 
 def check_name(kind: str, name: object) -> str:
-    """Validate a stream, consumer or bucket name (ADR-6); return it."""
+    """Validate a stream, consumer or bucket name (ADR-6, and at most
+    :data:`MAX_NAME_BYTES` bytes); return it."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"{kind} name must be a non-empty string, not {name!r}")
     if any(c in _FORBIDDEN_IN_NAMES for c in name) or not name.isprintable():
         raise InvalidArgumentError(
-            f"{kind} name {name!r} must not contain whitespace, '.', '*', '>', '/' or '\\'"
+            f"{kind} name {shown(name)} must not contain whitespace, '.', '*', '>', '/' or '\\'"
+        )
+    size = len(name.encode())
+    if size > MAX_NAME_BYTES:
+        raise InvalidArgumentError(
+            f"{kind} name {shown(name)} is {size} bytes: the server takes at most"
+            f" {MAX_NAME_BYTES}"
         )
     return name
+
+
+def subject_room(client: Client) -> int:
+    """The longest subject, in bytes, of a request on ``client`` (a JetStream publish,
+    an API call): its ``max_control_line`` less what the request adds to the line (the
+    reply inbox, the sizes and the spaces between them)."""
+    return client.max_control_line - REPLY_ROOM - len(client.options.inbox_prefix)
 
 
 def api_error(resp: Mapping[str, Any]) -> APIError:
@@ -205,13 +236,12 @@ def raw_from_direct(msg: Msg) -> RawStreamMsg:
         if h.status == 404:
             raise MsgNotFoundError(h.description or "no message found", 404, 10037)
         raise APIError(h.description or "Direct Get failed", h.status, 0)
-    try:
-        return RawStreamMsg(
-            subject=h["Nats-Subject"], seq=int(h["Nats-Sequence"]), data=msg.data,
-            headers=h, time=h.get("Nats-Time-Stamp", ""),
-        )
-    except (KeyError, ValueError):
-        raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence") from None
+    subject, seq = h.get("Nats-Subject"), whole_number(h.get("Nats-Sequence"))
+    if not subject or seq is None:
+        raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence")
+    return RawStreamMsg(
+        subject=subject, seq=seq, data=msg.data, headers=h, time=h.get("Nats-Time-Stamp", ""),
+    )
 
 
 def consumer_gone(

@@ -29,6 +29,8 @@ MAX_HISTORY: Final = 64
 _MAX_DUPLICATE_WINDOW = 120.0
 
 _BUCKET_RE = re.compile(r"[a-zA-Z0-9_-]+")
+#: The longest bucket name: its stream's, ``KV_<bucket>``, is at most 255 bytes.
+MAX_BUCKET = 255 - len("KV_")
 _KEY_RE = re.compile(r"[-/_=.a-zA-Z0-9]+")
 _KEY_TOKEN_RE = re.compile(r"[-/_=a-zA-Z0-9]+")
 
@@ -39,6 +41,11 @@ def check_bucket(bucket: object) -> str:
     :class:`InvalidArgumentError`."""
     if not isinstance(bucket, str) or not _BUCKET_RE.fullmatch(bucket):
         raise InvalidArgumentError(f"invalid bucket name {bucket!r}: use [a-zA-Z0-9_-]+")
+    if len(bucket) > MAX_BUCKET:
+        raise InvalidArgumentError(
+            f"invalid bucket name {bucket[:40]!r}... ({len(bucket)} characters): at most"
+            f" {MAX_BUCKET} (its stream KV_<bucket> is a name of at most 255 bytes)"
+        )
     return bucket
 
 

@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 _BUCKET_RE = re.compile(r"[A-Za-z0-9_-]+")
+#: The longest bucket name: its stream's, ``OBJ_<bucket>``, is at most 255 bytes.
+MAX_BUCKET = 255 - len("OBJ_")
 #: What nats.go writes for ``mtime`` (Go's zero time): the time is never stored.
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -41,6 +43,12 @@ def check_bucket(bucket: object) -> str:
         raise InvalidArgumentError(
             f"object store bucket name must be 1 or more of A-Z, a-z, 0-9, '-', '_'; "
             f"not {bucket!r}"
+        )
+    if len(bucket) > MAX_BUCKET:
+        raise InvalidArgumentError(
+            f"object store bucket name {bucket[:40]!r}... ({len(bucket)} characters) is"
+            f" too long: at most {MAX_BUCKET} (its stream OBJ_<bucket> is a name of at"
+            " most 255 bytes)"
         )
     return bucket
 

@@ -40,6 +40,7 @@ from txnats.jetstream._api import (
     parse_pub_ack,
     raw_from_direct,
     raw_from_json,
+    subject_room,
 )
 from txnats.jetstream._domain import check_api_prefix, domain_api_prefix
 from txnats.jetstream._manage import (
@@ -354,11 +355,14 @@ class JetStreamContext:
         return self.api_request(f"STREAM.MSG.GET.{stream}", req).addCallback(raw_from_json)
 
     def _direct_get(self, stream: str, req: Mapping[str, Any]) -> Deferred[RawStreamMsg]:
-        if set(req) == {"last_by_subj"}:
-            # The subject goes in the request subject: no JSON to encode or parse.
-            subject, data = f"{self.prefix}.DIRECT.GET.{stream}.{req['last_by_subj']}", b""
+        subject = f"{self.prefix}.DIRECT.GET.{stream}"
+        last = req.get("last_by_subj") if set(req) == {"last_by_subj"} else None
+        if last is not None and len(f"{subject}.{last}".encode()) <= subject_room(self.client):
+            # The subject goes in the request subject: no JSON to encode or parse. (A
+            # subject too long for that control line goes in the JSON body.)
+            subject, data = f"{subject}.{last}", b""
         else:
-            subject, data = f"{self.prefix}.DIRECT.GET.{stream}", json.dumps(req).encode()
+            data = json.dumps(req).encode()
         return self.client.request(subject, data, timeout=self._timeout).addCallback(
             raw_from_direct
         )

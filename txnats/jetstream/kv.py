@@ -48,7 +48,7 @@ from txnats.errors import (
     MsgNotFoundError,
     NatsError,
 )
-from txnats.jetstream._api import PubAck, RawStreamMsg, bucket_not_found
+from txnats.jetstream._api import PubAck, RawStreamMsg, bucket_not_found, shown, subject_room
 from txnats.jetstream._kv_config import (
     MAX_HISTORY,
     bucket_stream_config,
@@ -149,7 +149,9 @@ class KeyValue:
     ``js.create_key_value(bucket, ...)``.
 
     Every operation returns a Deferred. Keys are checked before any I/O (a bad one
-    fails the Deferred with :class:`InvalidArgumentError` at once).
+    fails the Deferred with :class:`InvalidArgumentError` at once): a key's subject
+    must fit the client's ``max_control_line`` (4,096 bytes by default) with a
+    request's reply inbox, which leaves about 4,000 bytes for the key.
     """
 
     def __init__(self, js: JetStreamContext, bucket: str, stream_info: StreamInfo) -> None:
@@ -179,6 +181,21 @@ class KeyValue:
             return f"{self._external}.{self._prefix}"
         api = self.js.prefix
         return self._prefix if api == "$JS.API" else f"{api}.{self._prefix}"
+
+    def _check_key(self, key: object) -> str:
+        """``key`` if valid (:func:`check_key`) and short enough that its subject, with
+        a request's reply inbox, fits the client's ``max_control_line``."""
+        check_key(key)
+        assert isinstance(key, str)
+        client = self.js.client
+        room = subject_room(client) - len(self._put_prefix)
+        if len(key) > room:
+            raise InvalidArgumentError(
+                f"invalid key {shown(key)}: too long for bucket {self.bucket!r}, at most"
+                f" {room} bytes (the max_control_line of {client.max_control_line} bytes"
+                f" less the key's subject prefix and a request's reply subject)"
+            )
+        return key
 
     @property
     def subject_prefix(self) -> str:
@@ -280,7 +297,7 @@ class KeyValue:
         :class:`InvalidArgumentError` at once.
         """
         try:
-            check_key(key)
+            self._check_key(key)
             if revision is not None:
                 check_count("revision", revision)
         except NatsError as e:
@@ -432,7 +449,7 @@ class KeyValue:
         per key (:class:`KeyValueError` otherwise, before anything is sent).
         """
         try:
-            check_key(key)
+            self._check_key(key)
             self._check_ttl(ttl, "put")
         except NatsError as e:
             return fail(e)
@@ -447,7 +464,7 @@ class KeyValue:
         ``last`` must be a whole number of at least 0 (:class:`InvalidArgumentError`).
         """
         try:
-            check_key(key)
+            self._check_key(key)
             check_count("last", last, minimum=0)
         except NatsError as e:
             return fail(e)
@@ -467,7 +484,7 @@ class KeyValue:
         a limit marker; the bucket needs ``limit_marker_ttl`` (:class:`KeyValueError`).
         """
         try:
-            check_key(key)
+            self._check_key(key)
             self._check_ttl(ttl, "create")
         except NatsError as e:
             return fail(e)
@@ -506,7 +523,7 @@ class KeyValue:
 
     def _marker(self, key: str, op: str, last: int | None, ttl: float | None) -> Deferred[int]:
         try:
-            check_key(key)
+            self._check_key(key)
             if last is not None:
                 check_count("last", last, minimum=0)
             self._check_ttl(ttl, "purge")

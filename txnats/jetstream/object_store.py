@@ -37,7 +37,7 @@ from txnats.errors import (
     ObjectStoreError,
     StreamNotFoundError,
 )
-from txnats.jetstream._api import RawStreamMsg, bucket_not_found
+from txnats.jetstream._api import RawStreamMsg, bucket_not_found, shown, subject_room
 from txnats.jetstream._obj_chunks import encode_digest, nothing_to_deliver, send_chunks
 from txnats.jetstream._obj_get import ChunkStream, ConsumerSink, ObjectReader, write_to_file
 from txnats.jetstream._obj_info import (
@@ -197,7 +197,22 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ subjects
     def _meta_subject(self, name: str) -> str:
-        return self._meta_prefix + encode_name(name)
+        """``name``'s metadata subject; :class:`InvalidArgumentError` for a bad name, or
+        one whose subject (with a publish's reply inbox) would not fit the client's
+        ``max_control_line``: every call checks it before anything is sent, so a
+        ``put`` never leaves chunks without their metadata."""
+        subject = self._meta_prefix + encode_name(name)
+        client = self.js.client
+        room = subject_room(client)
+        if len(subject) > room:
+            longest = (room - len(self._meta_prefix)) // 4 * 3  # base64: 4 bytes per 3
+            raise InvalidArgumentError(
+                f"object name {shown(name)} is too long for bucket {self.bucket!r}: its"
+                f" subject would be {len(subject)} bytes, at most {room} (the"
+                f" max_control_line of {client.max_control_line} bytes less a request's"
+                f" reply subject), so about {longest} bytes of name"
+            )
+        return subject
 
     def _chunk_subject(self, nuid: str) -> str:
         return self._chunk_prefix + nuid
