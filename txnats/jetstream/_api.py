@@ -14,12 +14,13 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from txnats._args import check_count, check_timeout
+from txnats._turns import call_user
 from txnats.errors import (
     API_ERRORS,
     APIError,
@@ -44,6 +45,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "PubAck",
     "RawStreamMsg",
+    "answer_value",
     "api_error",
     "bucket_not_found",
     "check_name",
@@ -53,6 +55,7 @@ __all__ = [
     "parse_pub_ack",
     "raw_from_direct",
     "raw_from_json",
+    "report",
     "shown",
     "subject_room",
 ]
@@ -87,6 +90,12 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
+def report(client: Client, error: NatsError) -> None:
+    """Hand ``error`` to ``client``'s ``error_cb`` in its next batch of work, as the
+    client reports its own asynchronous errors (for what a reader skips: it goes on)."""
+    client.schedule(call_user, "error", client.options.error_cb, error)
+
+
 def subject_room(client: Client) -> int:
     """The longest subject, in bytes, of a request on ``client`` (a JetStream publish,
     an API call): its ``max_control_line`` less what the request adds to the line (the
@@ -94,12 +103,29 @@ def subject_room(client: Client) -> int:
     return client.max_control_line - REPLY_ROOM - len(client.options.inbox_prefix)
 
 
+V = TypeVar("V")
+
+
+def answer_value(resp: Mapping[str, Any], key: str, kind: type[V], default: V) -> V:
+    """``resp[key]`` if it is a ``kind`` (a ``bool`` is no ``int`` here), else
+    ``default``: an API answer is relayed bytes (a foreign responder on ``$JS.API.>``
+    may write anything), and what reads it must meet only the types it expects."""
+    v = resp.get(key, default)
+    if isinstance(v, kind) and (kind is bool or not isinstance(v, bool)):
+        return v
+    return default
+
+
 def api_error(resp: Mapping[str, Any]) -> APIError:
-    """The exception for a JetStream API error object ``{code, err_code, description}``."""
-    err = resp.get("error") or {}
-    err_code = int(err.get("err_code") or 0)
+    """The exception for a JetStream API error object ``{code, err_code, description}``
+    (a malformed one gives a plain :class:`APIError` saying so)."""
+    err = resp.get("error")
+    if not isinstance(err, Mapping):
+        return APIError(f"malformed JetStream API error {str(err)[:64]!r}", 0, 0)
+    err_code = answer_value(err, "err_code", int, 0)
     cls = API_ERRORS.get(err_code, APIError)
-    return cls(str(err.get("description", "unknown error")), int(err.get("code") or 0), err_code)
+    description = err.get("description", "unknown error")
+    return cls(str(description)[:1024], answer_value(err, "code", int, 0), err_code)
 
 
 def bucket_not_found(what: str) -> Callable[[Failure], Failure]:
@@ -141,7 +167,7 @@ def parse_pub_ack(msg: Msg) -> PubAck:
         return PubAck(m[1].decode(), int(m[2]))
     try:
         resp = json.loads(msg.data)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nesting past Python's stack)
         raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}") from None
     if not isinstance(resp, dict):
         raise JetStreamError(f"malformed publish acknowledgement {msg.data[:64]!r}")
@@ -212,7 +238,7 @@ def check_publish_args(
 
 def raw_from_json(resp: dict[str, Any]) -> RawStreamMsg:
     """A ``STREAM.MSG.GET`` answer as a :class:`RawStreamMsg`."""
-    m = resp.get("message") or {}
+    m = answer_value(resp, "message", dict, {})
     try:
         hdrs = m.get("hdrs")
         data = m.get("data")

@@ -36,14 +36,18 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, TypeVar
 
+from twisted.logger import Logger
+
 from txnats._args import MAX_SECONDS, check_count, check_delay
-from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
+from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError, JetStreamError
 
 __all__ = ["JsonName", "JsonObject", "Seconds", "from_ns", "seconds", "to_ns"]
 
 T = TypeVar("T", bound="JsonObject")
 
 _NS = 1_000_000_000
+
+log = Logger()
 
 
 class _Nanoseconds:
@@ -87,7 +91,7 @@ def _time_to_json(t: datetime) -> str:
 
 def _time_from_json(v: Any) -> Any:
     if not isinstance(v, str):
-        return v
+        return WRONG
     try:
         return datetime.fromisoformat(v)
     except ValueError:
@@ -162,6 +166,8 @@ def _is_enum(t: Any) -> bool:
 
 def _enum_in(cls: type[enum.Enum]) -> Callable[[Any], Any]:
     def inn(v: Any) -> Any:
+        if not isinstance(v, str):
+            return WRONG
         try:
             return cls(v)
         except ValueError:
@@ -204,13 +210,13 @@ def _converters(
     if origin is list and args and NANOSECONDS in _unannotated(args[0])[1]:
         return (
             lambda v: [to_ns(s) for s in v],
-            lambda v: [from_ns(n) for n in v] if isinstance(v, list) else v,
+            lambda v: [from_ns(n) for n in v] if _all_numbers(v) else WRONG,
             lambda name, v: [_user_seconds(name, s) for s in v],
         )
     if NANOSECONDS in marks:
         return (
             to_ns,
-            lambda v: from_ns(v) if isinstance(v, (int, float)) else v,
+            lambda v: from_ns(v) if _is_number(v) else WRONG,
             _user_seconds,
         )
     if t is datetime:
@@ -218,28 +224,57 @@ def _converters(
     if _is_enum(t):
         return _enum_out, _enum_in(t), _enum_user(t)
     if t is int:
-        return _same, _same, _user_int
+        return _same, lambda v: v if type(v) is int else WRONG, _user_int
+    if t is str or t is bool or t is float:
+        kind = (int, float) if t is float else t
+        return _same, lambda v: v if isinstance(v, kind) and (
+            t is bool or type(v) is not bool
+        ) else WRONG, _user_same
     if _is_record(t):
         return (
             lambda v: v.to_json(),
-            lambda v: t.from_json(v) if isinstance(v, Mapping) else v,
+            lambda v: t.from_json(v) if isinstance(v, Mapping) else WRONG,
             lambda name, v: t.coerce(v, name),
         )
     if origin is list and args and _is_record(args[0]):
         item = args[0]
         return (
             lambda v: [x.to_json() for x in v],
-            lambda v: [item.from_json(x) for x in v] if isinstance(v, list) else v,
+            lambda v: [item.from_json(x) for x in v if isinstance(x, Mapping)]
+            if isinstance(v, list) else WRONG,
             lambda name, v: [item.coerce(x, name) for x in v],
         )
     if origin is dict and len(args) == 2 and _is_record(args[1]):
         val = args[1]
         return (
             lambda v: {k: x.to_json() for k, x in v.items()},
-            lambda v: {k: val.from_json(x) for k, x in v.items()} if isinstance(v, dict) else v,
+            lambda v: {str(k): val.from_json(x) for k, x in v.items() if isinstance(x, Mapping)}
+            if isinstance(v, dict) else WRONG,
             lambda name, v: {k: val.coerce(x, name) for k, x in v.items()},
         )
+    if origin in (list, dict):
+        return _same, lambda v: v if isinstance(v, origin) else WRONG, _user_same
     return _same, _same, _user_same
+
+
+class _Wrong:
+    """What a field's reader returns for a value of the wrong type (the field then
+    keeps its default): a server answer is relayed bytes, and a foreign responder on
+    ``$JS.API.>`` may write anything."""
+
+    def __repr__(self) -> str:
+        return "WRONG"
+
+
+WRONG = _Wrong()
+
+
+def _is_number(v: object) -> bool:
+    return type(v) is int or type(v) is float
+
+
+def _all_numbers(v: object) -> bool:
+    return isinstance(v, list) and all(_is_number(x) for x in v)
 
 
 def _plans(cls: type[JsonObject]) -> tuple[_Plan, ...]:
@@ -290,9 +325,15 @@ class JsonObject:
     def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
         """The record for the server's JSON object ``data`` (durations in nanoseconds).
 
-        Never refuses: fields it does not know go to :attr:`extra`, enum values it
-        does not know stay strings, a field the server left out keeps its default.
+        Never refuses a JSON object that has the fields the record requires (else
+        :class:`JetStreamError`, as for anything but an object): fields it does not know
+        go to :attr:`extra`, enum values it
+        does not know stay strings, a field the server left out keeps its default, and
+        so does one of the wrong type (a string where a number goes; logged), so
+        that code reading the record never meets a type its annotation does not say.
         """
+        if not isinstance(data, Mapping):
+            raise JetStreamError(f"{cls.__name__}: not a JSON object: {str(data)[:64]!r}")
         obj = cls.__new__(cls)
         rest = dict(data)
         for f in dataclasses.fields(cls):
@@ -305,8 +346,24 @@ class JsonObject:
         for p in cls._field_plans():
             if p.json_name in rest:
                 v = rest.pop(p.json_name)
-                setattr(obj, p.name, None if v is None else p.inn(v))
+                if v is None:
+                    setattr(obj, p.name, None)
+                    continue
+                got = p.inn(v)
+                if got is WRONG:
+                    log.warn("{record}.{field}: ignoring a value of the wrong type, {value}",
+                             record=cls.__name__, field=p.name, value=repr(v)[:80])
+                else:
+                    setattr(obj, p.name, got)
         obj.extra = rest
+        for f in dataclasses.fields(cls):
+            if (
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                and f.name != "extra" and getattr(obj, f.name) is None
+            ):
+                raise JetStreamError(
+                    f"{cls.__name__} without its {f.name}: {str(dict(data))[:80]!r}"
+                )
         return obj
 
     def to_json(self) -> dict[str, Any]:

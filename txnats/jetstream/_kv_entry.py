@@ -80,7 +80,12 @@ def parse_time(stamp: str) -> datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
-def time_from_ns(ns: int) -> datetime:
-    """Nanoseconds since the epoch as a UTC datetime (to the microsecond)."""
+def time_from_ns(ns: int) -> datetime | None:
+    """Nanoseconds since the epoch as a UTC datetime (to the microsecond); ``None`` for
+    one no datetime holds (past the year 9999: a timestamp the server would not write,
+    but a delivery's reply subject is relayed bytes)."""
     seconds, rest = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=rest // 1000)
+    try:
+        return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=rest // 1000)
+    except (OverflowError, ValueError, OSError):
+        return None

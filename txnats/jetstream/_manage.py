@@ -15,7 +15,7 @@ from twisted.internet.defer import Deferred
 
 from txnats._args import check_count
 from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError
-from txnats.jetstream._api import check_name
+from txnats.jetstream._api import answer_value, check_name
 from txnats.jetstream._config_core import seconds
 from txnats.jetstream.config import ConsumerConfig, ConsumerInfo, StreamInfo
 
@@ -114,11 +114,13 @@ class Paged(Generic[T]):
         while True:
             self.pages_requested += 1
             resp = await self._js.api_request(self._subject, {**self._payload, "offset": offset})
-            got = resp.get(self._key) or []
+            got = answer_value(resp, self._key, list, [])
+            want = str if self._item is str else Mapping  # names, or infos
             for raw in got:
-                yield self._item(raw)
+                if isinstance(raw, want):  # (anything else: not the server's answer)
+                    yield self._item(raw)
             offset += len(got)
-            if not got or offset >= int(resp.get("total") or 0):
+            if not got or offset >= answer_value(resp, "total", int, 0):
                 return
 
     def all(self) -> Deferred[list[T]]:
@@ -168,6 +170,10 @@ def stream_info_request(
 
 
 
+def _subjects(resp: Mapping[str, Any]) -> dict[str, Any]:
+    return answer_value(answer_value(resp, "state", dict, {}), "subjects", dict, {})
+
+
 async def stream_info_pages(
     js: JetStreamContext, name: str, deleted_details: bool, subjects_filter: str | None,
     payload: dict[str, Any] | None,
@@ -175,14 +181,14 @@ async def stream_info_pages(
     """``STREAM.INFO``, asking again from the next offset while the server pages the
     per-subject counts (it sends at most its limit, 100,000, per answer)."""
     resp = await js.api_request(f"STREAM.INFO.{name}", payload)
-    subjects: dict[str, int] = dict((resp.get("state") or {}).get("subjects") or {})
-    total = int(resp.get("total") or 0)
+    subjects: dict[str, int] = dict(_subjects(resp))
+    total = answer_value(resp, "total", int, 0)
     while subjects_filter is not None and total and len(subjects) < total:
         more = await js.api_request(
             f"STREAM.INFO.{name}",
             stream_info_request(deleted_details, subjects_filter, len(subjects)),
         )
-        page = (more.get("state") or {}).get("subjects") or {}
+        page = _subjects(more)
         if not page:
             break
         subjects.update(page)

@@ -184,13 +184,13 @@ class ObjectInfo:
                 mtime=mtime,
                 digest=str(obj.get("digest") or ""),
                 deleted=bool(obj.get("deleted", False)),
-                description=obj.get("description") or None,
+                description=str(obj.get("description") or "") or None,
                 headers=headers,
                 metadata={str(k): str(v) for k, v in (obj.get("metadata") or {}).items()},
                 max_chunk_size=int(opts.get("max_chunk_size") or 0),
                 link=link,
             )
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
             raise ObjectStoreError(f"malformed object metadata {bytes(data[:80])!r}") from None
 
 

@@ -5,7 +5,6 @@ consumer (made again after a reconnection or a server restart).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred
@@ -13,6 +12,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnats.errors import BucketNotFoundError, NatsError, ObjectStoreError, StreamNotFoundError
+from txnats.jetstream._api import report
+from txnats.jetstream._kv_entry import time_from_ns
 from txnats.jetstream._obj_info import ObjectInfo
 from txnats.jetstream._watch import Watcher
 from txnats.jetstream.ordered import OrderedConsumer
@@ -88,10 +89,13 @@ class ObjectWatcher(Watcher[ObjectInfo]):
             self._last_seq = meta.sequence.stream
             try:
                 info = ObjectInfo.from_json(
-                    msg.data, datetime.fromtimestamp(meta.timestamp_ns / 1e9, UTC)
+                    msg.data, time_from_ns(meta.timestamp_ns)
                 )
-            except ObjectStoreError as e:
+            except ObjectStoreError as e:  # another client's bytes: reported, skipped
                 log.warn("Object store {bucket}: skipping {error}", bucket=self.bucket, error=e)
+                report(self._consumer.js.client, ObjectStoreError(
+                    f"object watcher of {self.bucket!r} skipped {msg.subject!r}: {e}"
+                ))
             else:
                 if not (info.deleted and self._ignore_deletes):
                     self._push(info)

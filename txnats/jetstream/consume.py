@@ -54,7 +54,7 @@ from txnats.errors import (
     TimeoutError,
 )
 from txnats.jetstream._api import consumer_gone
-from txnats.jetstream.msg import JsMsg
+from txnats.jetstream.msg import JsMsg, whole_number
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import Headers, encode_headers
 
@@ -216,8 +216,8 @@ def msg_size(msg: JsMsg) -> int:
 
 
 def _pending_header(h: Headers, name: str) -> int:
-    value = h.get(name)
-    return int(value) if value is not None and value.isdigit() else 0
+    n = whole_number(h.get(name))
+    return 0 if n is None else n
 
 
 #: Substrings of 409 descriptions (lower case), and what each means for a continuous pull.

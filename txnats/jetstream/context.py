@@ -32,6 +32,7 @@ from txnats.errors import (
 )
 from txnats.jetstream._api import (
     RawStreamMsg,
+    answer_value,
     api_error,
     bucket_not_found,
     check_name,
@@ -183,7 +184,7 @@ class JetStreamContext:
         def decode(msg: Msg) -> dict[str, Any]:
             try:
                 resp = json.loads(msg.data)
-            except ValueError:
+            except (ValueError, RecursionError):  # (nesting past Python's stack)
                 raise JetStreamError(f"malformed JetStream API answer {msg.data[:64]!r}") from None
             if not isinstance(resp, dict):
                 raise JetStreamError(f"malformed JetStream API answer {msg.data[:64]!r}")
@@ -302,16 +303,21 @@ class JetStreamContext:
             check_name(kind, name)
         except NatsError as e:
             return fail(e)
-        return self.api_request(verb + name, payload).addCallback(lambda r: r.get(field))
+        def value(resp: dict[str, Any]) -> int | bool:
+            if field == "purged":
+                return answer_value(resp, field, int, 0)
+            return answer_value(resp, field, bool, False)
+
+        return self.api_request(verb + name, payload).addCallback(value)
 
     def stream_names(self, subject: str | None = None) -> Deferred[list[str]]:
         """The names of every stream (or of those taking ``subject``), all pages."""
         names: list[str] = []
 
         def page(resp: dict[str, Any]) -> Deferred[list[str]] | list[str]:
-            got = resp.get("streams") or []
-            names.extend(got)
-            total = int(resp.get("total", 0))
+            got = answer_value(resp, "streams", list, [])
+            names.extend(n for n in got if isinstance(n, str))
+            total = answer_value(resp, "total", int, 0)
             if got and len(names) < total:
                 return ask(len(names))
             return names

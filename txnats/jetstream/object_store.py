@@ -37,7 +37,14 @@ from txnats.errors import (
     ObjectStoreError,
     StreamNotFoundError,
 )
-from txnats.jetstream._api import RawStreamMsg, bucket_not_found, shown, subject_room
+from txnats.jetstream._api import (
+    RawStreamMsg,
+    bucket_not_found,
+    report,
+    shown,
+    subject_room,
+)
+from txnats.jetstream._kv_entry import time_from_ns
 from txnats.jetstream._obj_chunks import encode_digest, nothing_to_deliver, send_chunks
 from txnats.jetstream._obj_get import ChunkStream, ConsumerSink, ObjectReader, write_to_file
 from txnats.jetstream._obj_info import (
@@ -589,10 +596,13 @@ class ObjectStore:
             try:
                 info = ObjectInfo.from_json(
                     msg.data,
-                    datetime.fromtimestamp(meta.timestamp_ns / 1e9, UTC),
+                    time_from_ns(meta.timestamp_ns),
                 )
-            except ObjectStoreError as e:
+            except ObjectStoreError as e:  # another client's bytes: reported, skipped
                 log.warn("Object store {bucket}: skipping {error}", bucket=self.bucket, error=e)
+                report(self.js.client, ObjectStoreError(
+                    f"listing {self.bucket!r} skipped {msg.subject!r}: {e}"
+                ))
             else:
                 if show_deleted or not info.deleted:
                     result.append(info)

@@ -24,12 +24,14 @@ from twisted.python.failure import Failure
 from txnats._args import check_count, check_timeout
 from txnats.errors import (
     ConsumerNotFoundError,
+    JetStreamError,
     NatsError,
     OrderedConsumerError,
     StreamNotFoundError,
     SubscriptionClosedError,
     TimeoutError,
 )
+from txnats.jetstream._api import report
 from txnats.jetstream._gone import notices_for
 from txnats.jetstream.config import ConsumerConfig, ConsumerInfo
 from txnats.jetstream.msg import JsMsg, MsgMetadata, parse_metadata, whole_number
@@ -354,8 +356,12 @@ class OrderedConsumer:
             return None
         try:
             meta: MsgMetadata = parse_metadata(msg.reply)
-        except NatsError:
+        except NatsError as e:  # another client's publish to our inbox: reported, skipped
             log.warn("Ordered consumer on {stream} got a non-JetStream message", stream=self.stream)
+            report(client, JetStreamError(
+                f"ordered consumer on {self.stream!r} skipped a message on {msg.subject!r}"
+                f" that is no JetStream delivery: {e}"
+            ))
             return None
         if meta.sequence.consumer != self._cseq + 1:
             self._reset(f"gap: consumer sequence {meta.sequence.consumer} after {self._cseq}")

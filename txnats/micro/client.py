@@ -51,7 +51,7 @@ async def _gather(
     for msg in msgs:
         try:
             out.append(parse(json.loads(msg.data)))
-        except (ValueError, InvalidResponseError) as e:
+        except (ValueError, RecursionError, InvalidResponseError) as e:
             log.warn(
                 "Ignored a malformed answer to {subject}: {error}", subject=subject, error=e
             )
