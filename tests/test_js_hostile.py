@@ -21,6 +21,7 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txnats
+from txnats import micro
 from txnats.errors import (
     APIError,
     JetStreamError,
@@ -35,6 +36,7 @@ from txnats.jetstream._obj_info import ObjectInfo, encode_name
 from txnats.protocol.events import Msg
 
 from .support.jetstream import JsHarness, ack_subject, status_block
+from .support.rawclient import hpub, send_raw
 from .support.servers import ServerPerClass
 from .support.waits import bounded, reactor, sleep
 from .support.wire import hmsg_frame, msg_frame
@@ -306,3 +308,55 @@ class ForeignResponderTests(ServerPerClass, TestCase):
         unexpected = [e for e in errors if not isinstance(e, NatsError)]
         self.assertEqual(unexpected, [])
         self.assertEqual([e for e in errors if isinstance(e, StreamNotFoundError)], [])
+
+
+class ServiceHostileTests(ServerPerClass, TestCase):
+    """The service API against another client's bytes (a real ``nats-server``)."""
+
+    server_options: ClassVar[dict[str, Any]] = {}
+    timeout = 60
+
+    async def test_foreign_answers_to_ping(self) -> None:
+        """Foreign responders on ``$SRV.PING`` answering with JSON nested past
+        Python's stack (RecursionError escaped ping()), non-JSON, a list or wrong
+        types: ping(), info() and stats() give the real service's answers only."""
+        assert self.server is not None
+        nc = await bounded(txnats.connect(reactor, self.server.url))
+        self.addCleanup(lambda: bounded(nc.close()))
+        svc = micro.add_service(nc, name="real", version="1.0.0")
+        self.addCleanup(svc.stop)
+        for body in (DEEP, b"not json", b"[1, 2]", b'{"name": 5, "id": [], "type": 7}'):
+            nc.subscribe("$SRV.>", lambda m, body=body: m.respond(body))
+        await bounded(nc.flush())
+        for call in (micro.ping, micro.info, micro.stats):
+            found = await bounded(ensureDeferred(call(nc, timeout=0.5)))
+            self.assertEqual([r.name for r in found], ["real"], call.__name__)
+
+    async def test_malformed_requests(self) -> None:
+        """Requests with header blocks that do not parse, to the monitoring subjects
+        and to an endpoint, sent from a raw socket: the service answers them and then
+        a well-formed request, and its client stays connected."""
+        assert self.server is not None
+        errors: list[Exception] = []
+        nc = await bounded(txnats.connect(reactor, self.server.url, error_cb=errors.append))
+        self.addCleanup(lambda: bounded(nc.close()))
+        svc = micro.add_service(nc, name="svc", version="1.0.0")
+        self.addCleanup(svc.stop)
+        svc.add_endpoint("echo", lambda req: req.respond(req.data), subject="svc.echo")
+        watcher = await bounded(txnats.connect(reactor, self.server.url))
+        self.addCleanup(lambda: bounded(watcher.close()))
+        answers = watcher.subscribe("raw.reply")
+        await bounded(watcher.flush())
+        await bounded(nc.flush())
+        frames = b"".join(
+            hpub(subject, block, b"hi", reply=b"raw.reply")
+            for subject in (b"$SRV.PING", b"$SRV.INFO.svc", b"svc.echo")
+            for block in (b"NATS/1.0\r\nno colon here\r\n\r\n", b"garbage\r\n\r\n")
+        )
+        await send_raw(self.server.port, frames)
+        got = [await answers.next_msg(timeout=5) for _ in range(6)]
+        self.assertEqual(len(got), 6)
+        reply = await bounded(nc.request("svc.echo", b"after", timeout=2))
+        self.assertEqual(reply.data, b"after")
+        self.assertTrue(nc.is_connected)
+        self.assertEqual(svc.stats().endpoints[0].num_errors, 0)
