@@ -28,8 +28,10 @@ from txnats.jetstream import (
     ConsumerConfig,
     JsMsg,
     KeyValue,
+    KeyValueConfig,
     KeyWatcher,
     ObjectStore,
+    ObjectStoreConfig,
     StreamConfig,
     StreamInfo,
 )
@@ -94,6 +96,18 @@ MORE_ROWS: list[Row] = [
         lambda t, v: t.js.subscribe(t.subject, _handler, stream=t.stream, ack_wait=v)),
     Row("js.subscribe(max_ack_pending=)", "max_ack_pending", "count",
         lambda t, v: t.js.subscribe(t.subject, _handler, stream=t.stream, max_ack_pending=v)),
+    Row("js.subscribe(pending_msgs_limit=)", "pending_msgs_limit", "count",
+        lambda t, v: t.js.subscribe(t.subject, stream=t.stream, pending_msgs_limit=v)),
+    Row("KeyValueConfig(ttl=)", "KeyValueConfig.ttl", "seconds",
+        lambda t, v: KeyValueConfig("b", ttl=v)),
+    Row("KeyValueConfig(limit_marker_ttl=)", "KeyValueConfig.limit_marker_ttl", "seconds",
+        lambda t, v: KeyValueConfig("b", limit_marker_ttl=v)),
+    Row("KeyValueConfig(max_bytes=)", "KeyValueConfig.max_bytes", "count",
+        lambda t, v: KeyValueConfig("b", max_bytes=v)),
+    Row("ObjectStoreConfig(ttl=)", "ObjectStoreConfig.ttl", "seconds",
+        lambda t, v: ObjectStoreConfig("b", ttl=v)),
+    Row("js.create_key_value(limit_marker_ttl=)", "limit_marker_ttl", "seconds",
+        lambda t, v: t.js.create_key_value("b", limit_marker_ttl=v, storage="memory")),
     Row("js.subscribe(config={inactive_threshold})", "ConsumerConfig.inactive_threshold",
         "seconds",
         lambda t, v: t.js.subscribe(t.subject, _handler, stream=t.stream,
@@ -174,7 +188,7 @@ OPTION_ROWS: list[tuple[str, str]] = [
     ("reconnect_jitter", "seconds"), ("max_pings_out", "count"),
     ("pending_msgs_limit", "count"), ("pending_bytes_limit", "count"),
     ("max_outbound_bytes", "count"), ("max_reconnect_attempts", "count"),
-    ("reconnect_buffer_size", "count"),
+    ("reconnect_buffer_size", "count"), ("max_control_line", "count"),
 ]
 
 
