@@ -99,8 +99,8 @@ class Readers:
         return lambda: self.js.delete_object_store(name), w.next_update()
 
     async def object_read(self, name: str) -> Reader:
-        """A 12 MiB object read chunk by chunk: one chunk taken, then the bucket is
-        deleted and the rest read."""
+        """A 12 MiB object read chunk by chunk: one chunk taken (at most two 4 MiB
+        batches are fetched ahead), then the bucket is deleted and the rest read."""
         obs = await bounded(self.js.create_object_store(name, storage="memory"))
         await bounded(obs.put("big", b"x" * (12 * 1024 * 1024), chunk_size=128 * 1024), 30)
         reader = obs.get_chunks("big")
@@ -114,9 +114,13 @@ class Readers:
                 pass
 
         def delete() -> Deferred[Any]:
-            d = self.js.delete_object_store(name)
-            ensureDeferred(rest()).chainDeferred(error)
-            return d
+            # The rest is read once the deletion is confirmed: a Direct Get sent with
+            # the delete request may be answered before the stream is gone.
+            def read_rest(result: object) -> object:
+                ensureDeferred(rest()).chainDeferred(error)
+                return result
+
+            return self.js.delete_object_store(name).addCallback(read_rest)
 
         return delete, error
 
