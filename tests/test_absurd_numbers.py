@@ -318,10 +318,6 @@ class FakeWireTests(JsHarness, AbsurdTable, SynchronousTestCase):
         """nc.request() and sub.next_msg() refuse absurd float timeouts too."""
         self.play_absurd(self.targets, tuple(FAST_PATH_ROWS))
 
-    test_core_float_fast_path.skip = (  # type: ignore[attr-defined]
-        "needs the core's float fast path bounded (txnats/client.py, subscription.py)"
-    )
-
     def test_fetch_expires_1e308(self) -> None:
         """The probe's case: fetch(expires=1e308) fails typed, and consume() and
         messages() with it, called 50 times, leave no subscription behind."""

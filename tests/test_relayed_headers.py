@@ -151,3 +151,29 @@ class RelayedHeaderTests(ServerPerClass, unittest.TestCase):
         out = await bounded(got)
         self.assertEqual((out.data, raw_of(out)),
                          (b"p", b"NATS/1.0\r\nA b: c\r\n\r\n"))
+
+
+class StoredHeaderTests(ServerPerClass, unittest.TestCase):
+    """A stream stores a bad header block as it came; reading it back does not fail."""
+
+    server_options = {"jetstream": True}
+
+    async def test_get_msg_of_a_stored_bad_block(self) -> None:
+        """js.get_msg() of a message stored with a header block that does not parse
+        gives it with Headers.unparsed (it failed with JetStreamError, so that message
+        could never be read back that way)."""
+        assert self.server is not None
+        nc = await connect(reactor, self.server.url)
+        self.addCleanup(nc.close)
+        js = nc.jetstream()
+        await js.add_stream(name="BADHDR", subjects=["badhdr.>"], allow_direct=True)
+        block = b"NATS/1.0\r\nno colon\r\n\r\n"
+        await send_raw(self.server.port, hpub(b"badhdr.x", block, b"stored"))
+        msg = await js.get_msg("BADHDR", 1)
+        raw = None if msg.headers is None else msg.headers.raw
+        self.assertEqual((msg.data, raw), (b"stored", block))
+        # Direct Get joins its own Nats-* lines to the stored block: read from it.
+        direct = await js.get_msg("BADHDR", 1, direct=True)
+        self.assertEqual((direct.data, direct.subject, direct.seq), (b"stored", "badhdr.x", 1))
+        assert direct.headers is not None and direct.headers.raw is not None
+        self.assertTrue(direct.headers.raw.startswith(b"NATS/1.0\r\nno colon\r\n"))

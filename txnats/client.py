@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txnats._args import check_count, check_reactor, check_timeout
+from txnats._args import MAX_SECONDS, check_count, check_reactor, check_timeout
 from txnats._connector import Connector
 from txnats._deadline import within
 from txnats._lameduck import Mover
@@ -71,7 +71,6 @@ __all__ = ["DEFAULT_URL", "Client", "ClientState", "Statistics"]
 
 log = Logger()
 
-_INF = float("inf")
 
 _S = ClientState
 
@@ -534,7 +533,7 @@ class Client(Publisher):
         # Everything about the call is checked before the request inbox is made or a
         # deadline armed.
         try:
-            if type(timeout) is not float or not 0.0 < timeout < _INF:  # (NaN fails too)
+            if type(timeout) is not float or not 0.0 < timeout <= MAX_SECONDS:  # (NaN too)
                 timeout = check_timeout("timeout", timeout)
             subj = publish_subject(subject)
             if headers is None and type(data) is bytes:

@@ -24,7 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txnats._args import check_count, check_timeout
+from txnats._args import MAX_SECONDS, check_count, check_timeout
 from txnats.errors import (
     ConnectionClosedError,
     DrainTimeoutError,
@@ -46,7 +46,6 @@ HOUSE_PRIVATE_OK = {"_client"}
 
 log = Logger()
 
-_INF = float("inf")
 
 #: What ``subscribe(handler=...)`` accepts: a callable taking a :class:`Msg` that returns
 #: ``None``, a Deferred or a coroutine.
@@ -440,7 +439,7 @@ class Subscription:
         """
         mailbox = self._mailbox
         if mailbox and not self._waiters and self._handler is None and (
-            timeout is None or (type(timeout) is float and 0.0 < timeout < _INF)
+            timeout is None or (type(timeout) is float and 0.0 < timeout <= MAX_SECONDS)
         ):
             # A queued message: _take_next() inlined (this runs once per message read).
             msg = mailbox.popleft()

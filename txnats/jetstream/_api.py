@@ -30,12 +30,13 @@ from txnats.errors import (
     JetStreamError,
     MsgNotFoundError,
     NatsError,
+    ProtocolError,
     StreamNotFoundError,
 )
 from txnats.jetstream.config import PubAck
 from txnats.jetstream.msg import whole_number
 from txnats.protocol.events import Msg
-from txnats.protocol.headers import HeaderInput, Headers, parse_headers
+from txnats.protocol.headers import HeaderInput, Headers, parse_headers, salvage_headers
 from txnats.request import REPLY_ROOM
 
 if TYPE_CHECKING:
@@ -236,6 +237,15 @@ def check_publish_args(
 
 
 
+def stored_headers(block: bytes) -> Headers:
+    """A stored message's header block, parsed; one that does not parse (its publisher
+    wrote it so) is :meth:`Headers.unparsed`, as the client delivers such a block."""
+    try:
+        return parse_headers(block)
+    except ProtocolError:
+        return Headers.unparsed(block)
+
+
 def raw_from_json(resp: dict[str, Any]) -> RawStreamMsg:
     """A ``STREAM.MSG.GET`` answer as a :class:`RawStreamMsg`."""
     m = answer_value(resp, "message", dict, {})
@@ -246,7 +256,7 @@ def raw_from_json(resp: dict[str, Any]) -> RawStreamMsg:
             subject=m["subject"],
             seq=int(m["seq"]),
             data=base64.b64decode(data) if data else b"",
-            headers=parse_headers(base64.b64decode(hdrs)) if hdrs else None,
+            headers=stored_headers(base64.b64decode(hdrs)) if hdrs else None,
             time=m.get("time", ""),
         )
     except (KeyError, TypeError, ValueError, NatsError):
@@ -262,11 +272,15 @@ def raw_from_direct(msg: Msg) -> RawStreamMsg:
         if h.status == 404:
             raise MsgNotFoundError(h.description or "no message found", 404, 10037)
         raise APIError(h.description or "Direct Get failed", h.status, 0)
-    subject, seq = h.get("Nats-Subject"), whole_number(h.get("Nats-Sequence"))
+    # A stored block that does not parse comes back with the server's lines joined to
+    # it: read those from it, and give the block as it came (unparsed).
+    fields = h if h.raw is None else salvage_headers(h.raw)
+    subject, seq = fields.get("Nats-Subject"), whole_number(fields.get("Nats-Sequence"))
     if not subject or seq is None:
         raise JetStreamError("Direct Get answer lacks Nats-Subject/Nats-Sequence")
     return RawStreamMsg(
-        subject=subject, seq=seq, data=msg.data, headers=h, time=h.get("Nats-Time-Stamp", ""),
+        subject=subject, seq=seq, data=msg.data, headers=h,
+        time=fields.get("Nats-Time-Stamp", ""),
     )
 
 

@@ -19,7 +19,7 @@ from typing import Protocol, Union
 
 from txnats.errors import BadHeaderError, ProtocolError
 
-__all__ = ["HeaderInput", "Headers", "encode_headers", "parse_headers"]
+__all__ = ["HeaderInput", "Headers", "encode_headers", "parse_headers", "salvage_headers"]
 
 HEADER_LINE = b"NATS/1.0"
 _HEADER_LINE_STR = "NATS/1.0"
@@ -285,4 +285,17 @@ def parse_headers(block: bytes) -> Headers:
             if o < 33 or o > 126:
                 raise ProtocolError(f"malformed header name {name!r}")
         items.append((name, value.strip(" \t")))
+    return h
+
+
+def salvage_headers(block: bytes) -> Headers:
+    """The well-formed ``Name: value`` lines of a header block that does not parse as a
+    whole, the rest skipped: for reading the server's own headers (Direct Get's
+    ``Nats-*``) out of a block where it joined them to a publisher's malformed ones."""
+    h = Headers()
+    text = block.decode("utf-8", "surrogateescape")
+    for line in text.split("\r\n")[1:]:
+        name, sep, value = line.partition(":")
+        if sep and name and all(33 <= ord(ch) <= 126 for ch in name) and "\n" not in line:
+            h._items.append((name, value.strip(" \t")))
     return h
