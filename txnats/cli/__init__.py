@@ -1,6 +1,9 @@
-"""The ``txnats`` command line: ``pub``, ``sub``, ``req``, ``reply``, ``server``, ``bench``.
+"""The ``txnats`` command line: messages (``pub``, ``sub``, ``req``, ``reply``), the
+embedded ``server``, ``micro`` services, ``bench``, and JetStream (``stream``,
+``consumer``, ``kv``, ``obj``, ``account``), with ``context`` for the configuration
+contexts it shares with the ``nats`` CLI (ADR-21).
 
-In the spirit of the ``nats`` CLI::
+In the spirit of the ``nats`` CLI, whose command and flag names it takes::
 
     txnats server                                  # an embedded nats-server on :4222
     txnats sub 'greet.*'                           # print every message
@@ -9,17 +12,25 @@ In the spirit of the ``nats`` CLI::
     txnats req svc.echo hi --timeout 2
     txnats micro ls                                # the services (ADR-32) that answer
     txnats bench pubsub --msgs 200000 --size 128   # starts its own server
+    txnats stream add ORDERS --subjects 'orders.>' # JetStream streams, consumers, ...
+    txnats kv put CONFIG db.url postgres://db      # ... key-value buckets, object stores
+    txnats context select hub                      # connect as context "hub" from now on
 
-Every client command takes the connection flags (``--server/-s`` and credentials).
-Status lines go to stderr and message contents to stdout, so output can be piped.
-Errors are one line on stderr, ``txnats: error: ...``; the exit status is 2 for a
-usage error and 1 for any other failure.
+Every client command takes the connection flags (``--server/-s``, ``--context`` and
+credentials). Status lines go to stderr and message contents to stdout, so output can
+be piped; the JetStream commands print JSON with ``--json``. Errors are one line on
+stderr, ``txnats: error: ...``; the exit status is 2 for a usage error and 1 for any
+other failure.
 
 This module runs a command (:func:`main`); ``_parser`` builds the command line from
 the flags each command's module adds (``_cmd_messages``: pub, sub, req, reply;
-``_cmd_server``; ``_cmd_bench``), ``_flags`` holds the argparse pieces they share and
-``_common`` the rest; ``_progress`` is ``bench``'s progress bar and :mod:`txnats.cli.bench`
-the benchmark workloads.
+``_cmd_server``; ``_cmd_micro``; ``_cmd_bench``; ``_cmd_stream`` with ``_stream_config``
+and ``_stream_view``; ``_cmd_consumer`` with ``_consumer_config``; ``_cmd_kv``;
+``_cmd_obj``; ``_cmd_account``; ``_cmd_context``). ``_flags`` holds the argparse pieces
+they share, ``_context`` reads and writes the context files, ``_connection`` turns the
+flags and the context into a connected client, ``_render`` prints tables and JSON,
+``_common`` holds the rest; ``_progress`` is the progress bar and
+:mod:`txnats.cli.bench` the benchmark workloads.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from twisted.logger import (
 from zope.interface import provider
 
 from txnats.cli._cmd_bench import run_bench, start_bench_server
+from txnats.cli._cmd_context import run_context
 from txnats.cli._cmd_messages import run_pub, run_reply, run_req, run_sub
 from txnats.cli._cmd_micro import run_micro
 from txnats.cli._cmd_server import run_server, start_server
@@ -52,7 +64,7 @@ from txnats.cli._common import PROG, CLIError, one_line, status
 from txnats.cli._parser import build_parser
 from txnats.errors import NatsError
 
-__all__ = ["CLIError", "build_parser", "main"]
+__all__ = ["CLIError", "build_parser", "main", "run_command"]
 
 #: What runs each command; ``server`` and ``bench`` also take what :func:`main`
 #: started for them before the reactor ran (the server, the URL of bench's server).
@@ -64,6 +76,7 @@ _COMMANDS: dict[str, Callable[..., Any]] = {
     "server": run_server,
     "bench": run_bench,
     "micro": run_micro,
+    "context": run_context,
 }
 
 
@@ -90,6 +103,16 @@ def _begin_logging(verbose: bool) -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (a test's StringIO)
+        pass
+
+
 async def _guarded(reactor: IReactorCore, args: argparse.Namespace, extra: Any) -> int:
     """Run the command; report the errors users cause as one line; return the status."""
     fn = _COMMANDS[args.command]
@@ -101,6 +124,11 @@ async def _guarded(reactor: IReactorCore, args: argparse.Namespace, extra: Any) 
     except CLIError as e:
         status(f"{PROG}: error: {e}")
         return e.status
+    except BrokenPipeError:
+        # The reader of our output went away (``| head``): stop quietly, as shell
+        # tools do, with the status of a SIGPIPE.
+        _silence_stdout()
+        return 141
     except (NatsError, OSError, ValueError) as e:
         status(f"{PROG}: error: {one_line(e)}")
         return 1
@@ -108,7 +136,8 @@ async def _guarded(reactor: IReactorCore, args: argparse.Namespace, extra: Any) 
         # Ctrl-C (or SIGTERM): the command has cleaned up. Commands that run until
         # interrupted end normally; any other was cut short.
         forever = args.command == "server" or (
-            args.command in ("sub", "reply") and args.count is None
+            (args.command in ("sub", "reply") or getattr(args, "watching", False))
+            and args.count is None
         )
         if forever:
             return 0
@@ -137,6 +166,19 @@ async def _run(reactor: IReactorCore, args: argparse.Namespace, extra: Any) -> N
 
     reactor.addSystemEventTrigger("before", "shutdown", interrupted)
     raise SystemExit(await work)
+
+
+async def run_command(reactor: IReactorCore, argv: Sequence[str]) -> int:
+    """Run the client command ``argv`` (not ``server`` nor ``bench``) on the running
+    ``reactor`` as :func:`main` would, and return its exit status: errors are reported
+    as one line on stderr, usage errors with status 2. For tests and embedding."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # a usage error (or --help): argparse has printed it
+        return e.code if isinstance(e.code, int) else 2
+    if args.command in ("server", "bench"):
+        raise CLIError(f"run_command cannot run {args.command!r}", 2)
+    return await _guarded(reactor, args, None)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

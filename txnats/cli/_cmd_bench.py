@@ -11,7 +11,8 @@ from typing import Any
 
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 
-from txnats.cli._common import connect_kwargs, servers, status
+from txnats.cli._common import status
+from txnats.cli._connection import connect_kwargs, servers
 from txnats.cli._flags import Parser, Subcommands, add_command, count, positive_float, positive_int
 from txnats.cli._progress import Bar
 from txnats.cli.bench import MODES, WORKLOADS, Result, run_workload

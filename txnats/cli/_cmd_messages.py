@@ -12,7 +12,8 @@ from typing import IO
 
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 
-from txnats.cli._common import connect_to, duration, fail, one_line, sleep, status
+from txnats.cli._common import duration, fail, one_line, sleep, status
+from txnats.cli._connection import connect_to
 from txnats.cli._flags import (
     DATA_HELP,
     Parser,

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from twisted.internet.interfaces import IReactorCore
 
-from txnats.cli._common import connect_to, duration, fail, status
+from txnats.cli._common import duration, fail, status
+from txnats.cli._connection import connect_to
 from txnats.cli._flags import Parser, Subcommands, add_command, positive_float
 from txnats.micro import InfoResponse, StatsResponse, info, stats
 

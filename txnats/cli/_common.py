@@ -1,47 +1,29 @@
-"""What the commands share: the error a command reports, status lines, and the
-connection flags turned into a connected client."""
+"""What the commands share: the error a command reports, status lines, durations.
+(``_connection`` turns the connection flags into a connected client.)"""
 
 from __future__ import annotations
 
-import argparse
-import inspect
-import os
 import re
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn, cast
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IReactorCore, IReactorTime
-
-from txnats._connect import connect
-from txnats._version import __version__
-from txnats.client import DEFAULT_URL, Client
+from twisted.internet.interfaces import IReactorThreads, IReactorTime
+from twisted.internet.threads import deferToThreadPool
 
 __all__ = [
     "PROG",
     "CLIError",
-    "connect_kwargs",
-    "connect_to",
+    "confirm",
     "duration",
     "fail",
+    "on_terminal",
     "one_line",
-    "servers",
     "sleep",
     "status",
 ]
 
 PROG = "txnats"
-
-#: Connection flags that need support in txnats.connect: the flag, its dest, and the
-#: keyword names (each taking a file path) connect() may call it; the first one found
-#: in its signature is used, and without any the flag is refused as not supported yet.
-_OPTIONAL_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("--creds", "creds", ("user_credentials", "creds_file", "credentials_file")),
-    ("--nkey", "nkey", ("nkeys_seed_file", "nkey_seed_file", "nkey_file")),
-    ("--tls-ca", "tls_ca", ("tls_ca_file", "tls_cafile", "tls_ca")),
-    ("--tls-cert", "tls_cert", ("tls_cert_file", "tls_certfile", "tls_cert")),
-    ("--tls-key", "tls_key", ("tls_key_file", "tls_keyfile", "tls_key")),
-)
 
 
 class CLIError(Exception):
@@ -96,39 +78,31 @@ def sleep(clock: IReactorTime, seconds: float) -> Deferred[None]:
     return d
 
 
-def servers(args: argparse.Namespace) -> list[str]:
-    """The server URLs: ``--server`` (repeated or comma-separated), else $NATS_URL."""
-    given: list[str] = args.server or [os.environ.get("NATS_URL") or DEFAULT_URL]
-    urls = [u.strip() for item in given for u in item.split(",") if u.strip()]
-    if not urls:
-        fail("--server: no server URL given", 2)
-    return urls
+def on_terminal() -> bool:
+    """Standard input and output are both a terminal (a person is there to answer)."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
-def connect_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments for txnats.connect from the connection flags."""
-    kwargs: dict[str, Any] = {"name": args.name, "connect_timeout": args.connect_timeout}
-    if args.user is not None:
-        kwargs["user"] = args.user
-        kwargs["password"] = args.password or ""
-    elif args.password is not None:
-        fail("--password needs --user", 2)
-    if args.token is not None:
-        kwargs["token"] = args.token
-    params = inspect.signature(connect).parameters
-    for flag, dest, names in _OPTIONAL_FLAGS:
-        value = getattr(args, dest, None)
-        if value is None:
-            continue
-        keyword = next((n for n in names if n in params), None)
-        if keyword is None:
-            fail(f"{flag} is not supported yet by this version of txnats ({__version__})")
-        if not os.path.isfile(value):
-            fail(f"{flag}: no such file: {value}")
-        kwargs[keyword] = value
-    return kwargs
+async def confirm(reactor: object, question: str, force: bool) -> bool:
+    """Whether to go on: True with ``force``, else the answer of the person at the
+    terminal to ``question`` (asked on stderr; yes or no, no by default), read in
+    ``reactor``'s thread pool.
 
+    :raises CLIError: without ``force`` and without a terminal to ask at.
+    """
+    if force:
+        return True
+    if not on_terminal():
+        fail(f"{question}? cannot ask without a terminal: give --force")
 
-async def connect_to(reactor: IReactorCore, args: argparse.Namespace) -> Client:
-    """A client connected as the connection flags say."""
-    return await connect(reactor, servers(args), **connect_kwargs(args))
+    def ask() -> str:
+        sys.stderr.write(f"{question}? [y/N] ")
+        sys.stderr.flush()
+        return sys.stdin.readline()
+
+    threads = cast(IReactorThreads, reactor)
+    answer: str = await deferToThreadPool(threads, threads.getThreadPool(), ask)
+    return answer.strip().lower() in ("y", "yes")

@@ -7,6 +7,7 @@ import argparse
 
 from txnats._version import __version__
 from txnats.cli._cmd_bench import add_bench
+from txnats.cli._cmd_context import add_context
 from txnats.cli._cmd_messages import add_pub, add_reply, add_req, add_sub
 from txnats.cli._cmd_micro import add_micro
 from txnats.cli._cmd_server import add_server
@@ -24,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A NATS command line built on txnats (the NATS client for Twisted).",
         epilog=(
             "Run 'txnats COMMAND --help' for the flags of each command.\n"
-            "Environment: NATS_URL is the default server."
+            "Environment: NATS_URL is the default server, NATS_CONTEXT the default\n"
+            "context (see 'txnats context')."
         ),
         formatter_class=Formatter,
     )
@@ -38,4 +40,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_server(commands)
     add_micro(commands, conn)
     add_bench(commands, conn)
+    add_context(commands)
     return parser
