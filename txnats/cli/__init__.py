@@ -55,11 +55,16 @@ from twisted.logger import (
 )
 from zope.interface import provider
 
+from txnats.cli._cmd_account import run_account
 from txnats.cli._cmd_bench import run_bench, start_bench_server
+from txnats.cli._cmd_consumer import run_consumer
 from txnats.cli._cmd_context import run_context
+from txnats.cli._cmd_kv import run_kv
 from txnats.cli._cmd_messages import run_pub, run_reply, run_req, run_sub
 from txnats.cli._cmd_micro import run_micro
+from txnats.cli._cmd_obj import run_obj
 from txnats.cli._cmd_server import run_server, start_server
+from txnats.cli._cmd_stream import run_stream
 from txnats.cli._common import PROG, CLIError, one_line, status
 from txnats.cli._parser import build_parser
 from txnats.errors import NatsError
@@ -76,6 +81,11 @@ _COMMANDS: dict[str, Callable[..., Any]] = {
     "server": run_server,
     "bench": run_bench,
     "micro": run_micro,
+    "stream": run_stream,
+    "consumer": run_consumer,
+    "kv": run_kv,
+    "obj": run_obj,
+    "account": run_account,
     "context": run_context,
 }
 

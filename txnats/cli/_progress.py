@@ -1,7 +1,9 @@
-"""The progress bar ``txnats bench`` draws on a terminal."""
+"""The progress bar ``txnats bench``, ``obj put``, ``obj get`` and ``stream view`` draw
+on a terminal."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import IO
 
@@ -10,7 +12,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 
-__all__ = ["Bar"]
+__all__ = ["Bar", "stderr_bar"]
 
 _log = Logger()
 
@@ -30,17 +32,29 @@ class Bar:
         self._draw: Callable[[], None] = lambda: None
         self._failed = False
 
-    def begin(self, label: str, total: float, current: Callable[[], float]) -> None:
-        """Draw the bar now and every 0.2 s: ``current()`` of ``total`` done."""
+    def begin(
+        self, label: str, total: float | Callable[[], float], current: Callable[[], float],
+        amount: Callable[[float, float], str] | None = None,
+    ) -> None:
+        """Draw the bar now and every 0.2 s: ``current()`` of ``total`` done (``total``
+        may be a callable, asked at each drawing, for a total learnt on the way).
+        ``amount(done, total)`` writes the figures after the bar (default: ``done/total``
+        for a whole ``total``, seconds otherwise)."""
         width = 30
 
         def draw() -> None:
             done = current()
-            frac = min(1.0, done / total) if total else 1.0
+            whole = total() if callable(total) else total
+            frac = min(1.0, done / whole) if whole else 1.0
             filled = int(frac * width)
             bar = "#" * filled + "." * (width - filled)
-            amount = f"{done:,.0f}/{total:,.0f}" if isinstance(total, int) else f"{done:.1f}s"
-            self._out.write(f"\r{label:<11} [{bar}] {frac:6.1%} {amount}\x1b[K")
+            if amount is not None:
+                figures = amount(done, whole)
+            elif isinstance(whole, int):
+                figures = f"{done:,.0f}/{whole:,.0f}"
+            else:
+                figures = f"{done:.1f}s"
+            self._out.write(f"\r{label:<11} [{bar}] {frac:6.1%} {figures}\x1b[K")
             self._out.flush()
 
         loop = LoopingCall(draw)
@@ -68,3 +82,21 @@ class Bar:
     def _drawing_failed(self, failure: Failure) -> None:
         self._failed = True
         _log.failure("the progress bar stopped: drawing it failed", failure, LogLevel.warn)
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
+
+
+def stderr_bar(clock: IReactorTime, wanted: bool, output_on_stdout: bool) -> Bar | None:
+    """A bar on stderr if it is ``wanted`` and stderr is a terminal, unless the output
+    goes to stdout and that is the same terminal (the bar would tangle with it);
+    else None."""
+    if not wanted or not _isatty(sys.stderr):
+        return None
+    if output_on_stdout and _isatty(sys.stdout):
+        return None
+    return Bar(clock, sys.stderr)
