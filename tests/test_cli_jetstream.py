@@ -275,6 +275,10 @@ class StreamCommandTests(JetStreamCLI, TestCase):
         self.assertEqual(len(ran.out.split()), 6)
         ran = await self.ok("stream", "view", "VIEWED", "--since", "0s")
         self.assertIn("No messages", ran.err)
+        started = reactor.seconds()
+        ran = await self.ok("stream", "view", "VIEWED", "--subject", "viewed.none")
+        self.assertIn("No messages", ran.err)
+        self.assertLess(reactor.seconds() - started, 2.5)  # not a wait for a timeout (5 s)
         self.assert_one_line_error(
             await self.cli("stream", "view", "VIEWED", "--id", "2", "--since", "1h"), 2,
             "--id or --since")

@@ -89,10 +89,14 @@ def _write(msg: JsMsg, args: argparse.Namespace) -> None:
 
 async def view(reactor: IReactorCore, js: JetStreamContext, args: argparse.Namespace) -> int:
     """``txnats stream view``: print the messages; a progress bar on stderr."""
-    info = await js.stream_info(args.stream)
+    # With --subject, the counts per subject say at once whether any message matches
+    # (else the first wait for one would have to time out).
+    info = await js.stream_info(args.stream, args.subject)
     last = info.state.last_seq
     start = await _start_seq(js, args)
-    if info.state.messages == 0 or start == 0 or (start is not None and start > last):
+    matching = info.state.messages if not args.subject else sum(
+        (info.state.subjects or {}).values())
+    if matching == 0 or start == 0 or (start is not None and start > last):
         status(f"No messages to show in stream {args.stream}")
         return 0
     options: dict[str, Any] = {}
