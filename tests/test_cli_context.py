@@ -70,7 +70,7 @@ class ContextFilesTests(TestCase):
         """add writes $XDG_CONFIG_HOME/nats/context/NAME.json with every field nats
         writes (unset ones empty), readable by its owner only, in folders of the
         owner only."""
-        await self.ok("context", "add", "hub", "--server", "nats://a:1,nats://b:2",
+        await self.ok("context", "add", "hub", "-s", "nats://a:1,nats://b:2",
                       "--user", "bob", "--password", "pw", "--js-domain", "leaf",
                       "--description", "the hub", "--tls-first")
         path = self.config / "context" / "hub.json"

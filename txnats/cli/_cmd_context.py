@@ -83,7 +83,8 @@ def add_context(commands: Subcommands) -> None:
               "--creds ~/hub.creds", ("create",))
     v.add_argument("name", metavar="NAME")
     for flag, key, help_ in _ADD_FLAGS:
-        v.add_argument(flag, dest=key, metavar=key.upper() if key != "url" else "URLS",
+        names = ["-s", flag] if flag == "--server" else [flag]
+        v.add_argument(*names, dest=key, metavar=key.upper() if key != "url" else "URLS",
                        help=help_)
     v.add_argument("--tls-first", action="store_true", default=None, dest="tls_first",
                    help="start TLS before the server's greeting")
