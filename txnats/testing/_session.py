@@ -136,6 +136,8 @@ class MemoryConnection(TwistedProtocol):
         self._timers: dict[str, IDelayedCall] = {}
         self._closed: list[Deferred[None]] | None = []
         self._lost = False
+        # Set once the server decided to close: it reads nothing more.
+        self._closing = False
         self._greeted = False
 
     # ------------------------------------------------------------------ public
@@ -174,7 +176,8 @@ class MemoryConnection(TwistedProtocol):
 
     def close(self) -> None:
         """Close the connection cleanly once what was sent is delivered (as a server
-        shutting down does)."""
+        shutting down does); nothing it receives from now on is read."""
+        self._closing = True
         if self.transport is not None:
             self.transport.loseConnection()
 
@@ -236,7 +239,7 @@ class MemoryConnection(TwistedProtocol):
             self.send_info(self.server._hello(self))
 
     def dataReceived(self, data: bytes) -> None:
-        if self._lost:
+        if self._lost or self._closing:
             return
         if self.server._paused:
             self._held.append(data)
@@ -250,7 +253,7 @@ class MemoryConnection(TwistedProtocol):
             held, self._held = self._held, []
             for chunk in held:
                 self.parser.receive_data(chunk)
-        while not self._lost and not self.server._paused:
+        while not (self._lost or self._closing or self.server._paused):
             try:
                 event = self.parser.next_event()
             except ClientViolation as e:
@@ -320,9 +323,9 @@ class MemoryConnection(TwistedProtocol):
 
     def _on_pub(self, msg: Pub) -> None:
         self.in_msgs += 1
-        self._ok()
         if not is_literal_subject(msg.subject):
             self._write(_error("Invalid Publish Subject"))
+        self._ok()
         router = self.server._router
         heard = router.route(self, msg)
         if not heard and msg.reply is not None and self._no_responders:
@@ -369,7 +372,7 @@ class MemoryConnection(TwistedProtocol):
         if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
             self._subs.pop(sub.sid, None)
         reply = b"" if msg.reply is None else msg.reply + b" "
-        if msg.headers is not None and self.parser.headers:
+        if msg.headers and self.parser.headers:  # an empty header block goes as MSG
             hdr = len(msg.headers)
             frame = b"HMSG %s %s %s%d %d\r\n%s%s\r\n" % (
                 msg.subject, sub.sid, reply, hdr, hdr + len(msg.payload), msg.headers,
