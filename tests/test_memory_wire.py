@@ -8,6 +8,8 @@ the limits and refusals nats-server applies (see the module's docstring, and
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial import unittest
@@ -92,7 +94,7 @@ class FramingTests(unittest.SynchronousTestCase):
     def test_any_split(self, cuts: list[int]) -> None:
         """The stream cut at any points gives the same events."""
         points = [0, *sorted(cuts), len(STREAM)]
-        self.assertEqual(parse([STREAM[a:b] for a, b in zip(points, points[1:])]), EVENTS)
+        self.assertEqual(parse([STREAM[a:b] for a, b in itertools.pairwise(points)]), EVENTS)
 
     def test_nothing_until_complete(self) -> None:
         """A frame without its payload's end is not an event yet."""
