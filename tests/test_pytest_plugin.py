@@ -203,7 +203,7 @@ def test_session_scope(pytester: pytest.Pytester) -> None:
 
 MIXED = """
     import pytest_twisted
-    from twisted.internet import reactor, task
+    from twisted.internet import reactor, task, threads
     from twisted.trial import unittest
 
     @pytest_twisted.ensureDeferred
@@ -217,16 +217,19 @@ MIXED = """
         async def test_async(self):
             await task.deferLater(reactor, 0.01, lambda: None)
 
-    async def test_z_again(memory_nats_client):
+    async def test_z_last(memory_nats_client):
         await memory_nats_client.flush(timeout=5)
+        await threads.deferToThread(lambda: None)  # starts the reactor's thread pool
 """
 
 
 def test_mixed_session_with_trial_tests(pytester: pytest.Pytester) -> None:
     """pytest-twisted tests before trial TestCases in one session: all pass with the
-    plugin (it hands the reactor back); without it the trial tests fail."""
+    plugin (it hands the reactor back), and the run ends (the reactor's thread pool is
+    stopped at the end: it once kept the process alive); without the plugin the trial
+    tests fail."""
     pytester.makepyfile(test_mixed=MIXED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=4)
     # What pytest-twisted alone does (the fixtures come from a conftest instead).
     pytester.makeconftest("""
@@ -242,7 +245,8 @@ def test_mixed_session_with_trial_tests(pytester: pytest.Pytester) -> None:
             yield nc
             pytest_twisted.blockon(nc.close())
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:txnats")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:txnats",
+                                           timeout=120)
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) >= 1, outcomes
 

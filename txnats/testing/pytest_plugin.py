@@ -302,6 +302,26 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     instances.reactor.crash()
     greenlet.switch()  # the reactor's run() returns: the greenlet ends
     module.init_twisted_greenlet()
+    item.config.stash[_HANDED_BACK] = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Before pytest-twisted stops the reactor: if this plugin handed it back, the
+    greenlet pytest-twisted holds has not run, and pytest-twisted would not stop the
+    reactor at all; its shutdown (which ends the reactor's thread pool, without which
+    the process never exits) is run here instead."""
+    if not config.stash.get(_HANDED_BACK, False):
+        return
+    module = _pytest_twisted_module()
+    if module is None:  # pragma: no cover
+        return
+    instances = module._instances
+    greenlet = instances.gr_twisted
+    if greenlet is None or greenlet or greenlet.dead:  # running, or done: as usual
+        return
+    instances.reactor.callWhenRunning(instances.reactor.stop)
+    greenlet.switch()  # runs the reactor until its shutdown is over
 
 
 def _is_trial(item: pytest.Item) -> bool:
@@ -316,3 +336,4 @@ def _is_trial(item: pytest.Item) -> bool:
 
 
 _MIXED = pytest.StashKey[bool]()
+_HANDED_BACK = pytest.StashKey[bool]()
