@@ -255,3 +255,90 @@ class AuthorizationTests(BothServers, unittest.TestCase):
             infos.append(proto.info)
         for info in infos:
             self.assertIn(b'"auth_required":true', info)
+
+
+class Listener(Protocol):
+    """A raw subscriber: sends its script after INFO and keeps what comes back."""
+
+    def __init__(self, script: bytes) -> None:
+        self.script = script
+        self.received = b""
+        self.greeted = False
+        self.waiters: list[tuple[bytes, int, Deferred[None]]] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+        if not self.greeted and b"\r\n" in self.received:
+            self.greeted = True
+            self.received = self.received.partition(b"\r\n")[2]
+            assert self.transport is not None
+            self.transport.write(self.script)
+        for waiter in list(self.waiters):
+            text, count, d = waiter
+            if self.received.count(text) >= count:
+                self.waiters.remove(waiter)
+                d.callback(None)
+
+    def wait_for(self, text: bytes, count: int = 1) -> Deferred[None]:
+        """Fires once ``text`` has come ``count`` times."""
+        d: Deferred[None] = Deferred()
+        self.waiters.append((text, count, d))
+        self.dataReceived(b"")
+        return bounded(d)
+
+
+class TwoConnectionTests(BothServers, unittest.TestCase):
+    """What one connection publishes, as another receives it, on both servers."""
+
+    async def listen(self, endpoint: IStreamClientEndpoint, script: bytes) -> Listener:
+        proto = Listener(script + b"PING\r\n")
+        await bounded(endpoint.connect(Factory.forProtocol(lambda: proto)))
+        await proto.wait_for(b"PONG\r\n")
+        return proto
+
+    async def run_both(self, sub_script: bytes, pub_script: bytes, until: bytes,
+                       count: int = 1) -> list[bytes]:
+        assert self.servers is not None
+        real, memory = self.servers
+        out = []
+        for make in (
+            lambda: TCP4ClientEndpoint(reactor, real.host, real.port),
+            lambda: MemoryEndpoint(reactor, memory.name),
+        ):
+            listener = await self.listen(make(), sub_script)
+            await exchange(make(), pub_script)
+            await listener.wait_for(until, count)
+            assert listener.transport is not None
+            listener.transport.loseConnection()
+            out.append(listener.received.split(b"PONG\r\n", 1)[1])
+        return out
+
+    async def test_headers_to_a_subscriber_without_headers(self) -> None:
+        """A subscriber whose CONNECT has no headers gets an HPUB as MSG, payload only."""
+        want, got = await self.run_both(
+            b'CONNECT {"verbose":false}\r\nSUB h 1\r\n',
+            CONNECT + b"HPUB h r %d %d\r\n%shi\r\nPUB h 2\r\nok\r\n" % (len(HDR), len(HDR) + 2,
+                                                                      HDR),
+            b"ok\r\n",
+        )
+        self.assertEqual(got, want)
+        self.assertEqual(got, b"MSG h 1 r 2\r\nhi\r\nMSG h 1 2\r\nok\r\n")
+
+    async def test_headers_to_a_subscriber_with_headers(self) -> None:
+        """A subscriber with headers gets the header block as the publisher wrote it."""
+        want, got = await self.run_both(
+            CONNECT + b"SUB h 1\r\n",
+            CONNECT + b"HPUB h %d %d\r\n%shi\r\n" % (len(HDR), len(HDR) + 2, HDR),
+            b"hi\r\n",
+        )
+        self.assertEqual(got, want)
+
+    async def test_echo_off_still_hears_others(self) -> None:
+        """echo false hides a connection's own messages only."""
+        want, got = await self.run_both(
+            b'CONNECT {"verbose":false,"echo":false}\r\nSUB e 1\r\nPUB e 4\r\nself\r\n',
+            CONNECT + b"PUB e 5\r\nother\r\n",
+            b"other\r\n",
+        )
+        self.assertEqual(got, want)
+        self.assertEqual(got, b"MSG e 1 5\r\nother\r\n")
