@@ -25,13 +25,21 @@ def server_endpoint(
     For ``ws://`` and ``wss://`` servers it speaks WebSocket (``tls_creator`` makes the
     TLS options for ``wss://``; ``compression`` offers permessage-deflate). A server
     given as a client endpoint description (``tcp:host=...:port=...``) gets that
-    endpoint; any other gets a ``HostnameEndpoint`` with ``timeout``.
+    endpoint; any other gets a ``HostnameEndpoint`` with ``timeout``. The description
+    ``memory:name=<name>`` reaches the in-memory server of that name
+    (:class:`txnats.testing.MemoryNats`), on ``reactor`` (which may be a test clock).
     """
     if server.scheme in ("ws", "wss"):
         # Imported here: autobahn is an optional dependency (the websocket extra).
         from txnats.websocket import websocket_endpoint
 
         return websocket_endpoint(reactor, server, timeout, tls_creator, compression=compression)
+    description = server.endpoint_description
+    if description is not None and description.startswith("memory:"):
+        # Imported here: only tests dial the in-memory server.
+        from txnats.testing._loopback import memory_endpoint
+
+        return memory_endpoint(reactor, description)
     # Imported here: twisted.internet.endpoints loads OpenSSL, which costs a noticeable
     # part of a second at import time.
     from twisted.internet.endpoints import HostnameEndpoint, clientFromString
