@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from twisted.internet.defer import Deferred
 
 import txnats
 from txnats.testing import MemoryNats, NatsServer
@@ -39,7 +38,7 @@ def test_client_round_trip_inline_callbacks(nats_client: txnats.Client) -> Any:
     """inlineCallbacks style: nats_client is connected to nats_server."""
     sub = nats_client.subscribe("plugin.ic")
     nats_client.publish("plugin.ic", b"hello")
-    msg = yield Deferred.fromCoroutine(sub.next_msg(timeout=5))
+    msg = yield sub.next_msg(timeout=5)
     assert msg.data == b"hello"
 
 
