@@ -327,8 +327,7 @@ class ConnectOptionsTests(SynchronousTestCase):
         """The protocol sends the client's options verbatim as CONNECT JSON."""
         clock = MemoryReactorClock()
         client = Client(clock, "nats://u:p@127.0.0.1:4222", Options(name="n", no_echo=True))
-        client._connector._target = client._connector.pool.servers[0]
-        proto = NatsProtocol(client._link, clock)
+        proto = client._connector.make_protocol(client._connector.pool.servers[0])
         transport = CountingTransport()
         proto.makeConnection(transport)
         proto.dataReceived(info_line(headers=False))
@@ -463,10 +462,10 @@ class OutboundTests(ProtocolTestMixin, SynchronousTestCase):
         for f in frames:
             proto.write(f)
         self.assertEqual(transport.writes, [])
-        self.assertEqual(proto.out_bytes, sum(map(len, frames)))
+        self.assertEqual(proto.outbox.nbytes, sum(map(len, frames)))
         clock.advance(0)
         self.assertEqual(transport.writes, [b"".join(frames)])
-        self.assertEqual(proto.out_bytes, 0)
+        self.assertEqual(proto.outbox.nbytes, 0)
         self.assertEqual(handler.drained, 1)
         clock.advance(0)
         self.assertEqual(len(transport.writes), 1)
@@ -553,7 +552,7 @@ class OutboundTests(ProtocolTestMixin, SynchronousTestCase):
         self.assertEqual(clock.getDelayedCalls(), [])
         proto.flush_now()
         self.assertEqual(transport.writes, [])
-        self.assertEqual(proto.out_bytes, 0)
+        self.assertEqual(proto.outbox.nbytes, 0)
 
 
 class ClassifyErrorTests(SynchronousTestCase):

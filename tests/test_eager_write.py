@@ -59,8 +59,8 @@ class EagerWriteTests(TestCase):
         reactor runs."""
         proto, peer = await self.connected()
         peer.setblocking(False)
-        proto.tls_creator = lambda: optionsForClientTLS("localhost")
-        self.assertTrue(proto._start_tls({"tls_required": True}))
+        proto._tls_creator = lambda: optionsForClientTLS("localhost")
+        self.assertTrue(proto._start_tls())
         proto.write(b"PING\r\n")
         proto.flush_now()
         with self.assertRaises(BlockingIOError):

@@ -524,7 +524,7 @@ class HostileTableTests(SynchronousTestCase):
                 return "connection not aborted"
             if len(handler.lost) != 1 or type(handler.lost[0][1]) is not ProtocolError:
                 return f"lost with {handler.lost!r}, wanted one ProtocolError"
-            if pongs != case.events.count(P):
+            if pongs > case.events.count(P):
                 return "answered a PING after the protocol error"
             return None
         if case.closes_with is not None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall, IReactorCore, IReactorTime
@@ -19,9 +21,10 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats._hooks import ConnectionHooks
 from txnats._version import __version__
 from txnats.auth import Credentials
-from txnats.connection import ConnectionHandler, NatsProtocol
+from txnats.connection import NatsProtocol
 from txnats.endpoints import server_endpoint
 from txnats.errors import (
     AuthorizationError,
@@ -35,19 +38,9 @@ from txnats.options import Options
 from txnats.servers import Server, ServerPool, parse_servers
 from txnats.tls import TLSConfig
 
-__all__ = ["Connector", "ConnectorHost"]
+__all__ = ["Connector"]
 
 log = Logger()
-
-
-class ConnectorHost(Protocol):
-    """What a :class:`Connector` reports to (the client)."""
-
-    def connected(self, proto: NatsProtocol, server: Server) -> None:
-        """An attempt succeeded: ``proto`` has finished its handshake with ``server``."""
-
-    def gave_up(self, error: NatsError) -> None:
-        """No server is left to try (attempts used up); ``error`` says why."""
 
 
 class _OneProtocolFactory(Factory):
@@ -69,16 +62,22 @@ class Connector:
         clock: IReactorTime,
         servers: str | Sequence[str],
         options: Options,
-        host: ConnectorHost,
-        handler: ConnectionHandler,
+        hooks: ConnectionHooks,
+        *,
+        connected: Callable[[NatsProtocol, Server], None],
+        gave_up: Callable[[NatsError], None],
         rng: random.Random,
     ) -> None:
         self._reactor = reactor
         self._clock = clock
         self._options = options
-        self._host = host
-        #: What the protocols this connector makes report to.
-        self.handler = handler
+        #: What the protocols this connector makes report to (each dial adds its own
+        #: ``connect_options``, for the server it dials).
+        self.hooks = hooks
+        #: Told of an attempt that succeeded: its protocol finished the handshake.
+        self._connected = connected
+        #: Told that no server is left to try (attempts used up), and why.
+        self._gave_up = gave_up
         self._rng = rng
         self.pool = ServerPool(parse_servers(servers), randomize=not options.no_randomize, rng=rng)
         self._credentials = Credentials(
@@ -100,8 +99,6 @@ class Connector:
         self._call: IDelayedCall | None = None
         self._stopped = False
         self._dialling: Deferred[NatsProtocol] | None = None
-        # The server of the dial under way: its CONNECT needs its URL's credentials.
-        self._target: Server | None = None
 
     # ------------------------------------------------------------------ the pool
     def set_servers(self, servers: str | Sequence[str]) -> None:
@@ -154,7 +151,7 @@ class Connector:
                     "no server could be reached" + (f"; last error: {last}" if last else "")
                 )
                 err.__cause__ = last
-            self._host.gave_up(err)
+            self._gave_up(err)
             return
         delay = 0.0
         if server.last_attempt is not None:
@@ -175,7 +172,7 @@ class Connector:
             proto.abort()
             return
         self.connected_to(server)
-        self._host.connected(proto, server)
+        self._connected(proto, server)
 
     def connected_to(self, server: Server) -> None:
         """The client is connected to ``server`` (an attempt, or a lame-duck move):
@@ -214,36 +211,51 @@ class Connector:
             d.cancel()
 
     # ------------------------------------------------------------------ the dial
+    def make_protocol(self, server: Server) -> NatsProtocol:
+        """The protocol for one attempt on ``server``: its TLS settings, and hooks whose
+        ``connect_options`` build the CONNECT for this server (its URL's credentials)."""
+        opts = self._options
+        websocket = server.scheme in ("ws", "wss")
+        return NatsProtocol(
+            replace(self.hooks, connect_options=partial(self.connect_options, server=server)),
+            self._clock,
+            ping_interval=opts.ping_interval,
+            max_pings_out=opts.max_pings_out,
+            server_max_control_line=opts.max_control_line,
+            tls_creator=partial(self._tls_creator, server),
+            # TLS options make a nats:// server TLS-only; for ws:// they mean nothing
+            # (a WebSocket has no in-band upgrade: use wss://).
+            tls_wanted=server.scheme in ("tls", "wss") or (opts.tls is not None and not websocket),
+            tls_first=self._tls_first(server),
+        )
+
+    def _tls_creator(self, server: Server) -> Any:
+        """The TLS connection creator for ``server``, verifying its name."""
+        return (self._options.tls or TLSConfig()).client_creator(
+            server.tls_hostname or server.host
+        )
+
+    def _tls_first(self, server: Server) -> bool:
+        """TLS starts before INFO: under a wss:// WebSocket (started by the endpoint),
+        or for a server configured with ``handshake_first``."""
+        tls = self._options.tls
+        if server.scheme in ("ws", "wss"):
+            return server.scheme == "wss"
+        return tls is not None and tls.handshake_first
+
     def dial(self, server: Server) -> Deferred[NatsProtocol]:
         """Connect to ``server``: fires with the protocol once its handshake is done,
         or fails (within ``connect_timeout``, the error naming the step it cut short)."""
         server.attempts += 1
         server.last_attempt = self._clock.seconds()
         opts = self._options
-        tls = opts.tls or TLSConfig()
-        tls_name = server.tls_hostname or server.host
+        websocket = server.scheme in ("ws", "wss")
+        tls_first = self._tls_first(server)
+        proto = self.make_protocol(server)
 
         def tls_creator() -> Any:
-            return tls.client_creator(tls_name)
+            return self._tls_creator(server)
 
-        websocket = server.scheme in ("ws", "wss")
-        # For wss:// TLS is under the WebSocket layer: started by the endpoint, first.
-        tls_first = server.scheme == "wss" or (
-            opts.tls is not None and opts.tls.handshake_first and not websocket
-        )
-        proto = NatsProtocol(
-            self.handler,
-            self._clock,
-            ping_interval=opts.ping_interval,
-            max_pings_out=opts.max_pings_out,
-            server_max_control_line=opts.max_control_line,
-            tls_creator=tls_creator,
-            # TLS options make a nats:// server TLS-only; for ws:// they mean nothing
-            # (a WebSocket has no in-band upgrade: use wss://).
-            tls_wanted=server.scheme in ("tls", "wss") or (opts.tls is not None and not websocket),
-            tls_first=tls_first,
-        )
-        self._target = server
         try:
             if websocket:
                 endpoint = server_endpoint(
@@ -282,14 +294,9 @@ class Connector:
         d.addTimeout(opts.connect_timeout, self._clock, onTimeoutCancel=on_timeout)
         return d
 
-    def connect_options(
-        self, info: dict[str, Any], server: Server | None = None
-    ) -> dict[str, Any]:
-        """The CONNECT fields for ``info``, the INFO of ``server`` (by default the server
-        being dialled), credentials included."""
+    def connect_options(self, info: dict[str, Any], server: Server) -> dict[str, Any]:
+        """The CONNECT fields for ``info``, the INFO of ``server``, credentials included."""
         opts = self._options
-        if server is None:
-            server = self._target
         if opts.no_echo and int(info.get("proto", 0)) < 1:
             raise ConnectError("server does not support no_echo")
         headers = bool(info.get("headers", False))
@@ -309,9 +316,9 @@ class Connector:
         out.update(
             self._credentials.connect_fields(
                 info,
-                url_user=server.user if server else None,
-                url_password=server.password if server else None,
-                url_token=server.token if server else None,
+                url_user=server.user,
+                url_password=server.password,
+                url_token=server.token,
             )
         )
         return out

@@ -16,7 +16,6 @@ the new server cannot be reached, the client reconnects as after a loss.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -24,11 +23,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnats._connector import Connector
+from txnats._hooks import ConnectionHooks, retired
 from txnats._registry import Subscriptions
-from txnats.connection import ConnectionHandler, NatsProtocol
-from txnats.errors import ConnectError, NatsError, ServerError
+from txnats.connection import NatsProtocol
 from txnats.protocol.commands import encode_unsub
-from txnats.protocol.events import Msg
 from txnats.servers import Server
 
 __all__ = ["LINGER", "Mover"]
@@ -48,7 +46,7 @@ class Mover:
         self,
         connector: Connector,
         subs: Subscriptions,
-        live: ConnectionHandler,
+        live: ConnectionHooks,
         current: Callable[[], NatsProtocol | None],
         take_over: Callable[[NatsProtocol, Server], None],
         fall_back: Callable[[], None],
@@ -126,7 +124,7 @@ class Mover:
         if self._current() is not old or new.lost:
             new.abort()
             return
-        old.handler = Retired(self._live)
+        old.handler = retired(self._live)
         kept = []
         for sid, sub in self._subs.by_sid.items():
             if sub.subject.startswith(self._inboxes):
@@ -148,44 +146,3 @@ class Mover:
             old.write(encode_unsub(sid))
         old.ping().addBoth(lambda _: old.close())
         old.flush_now()
-
-
-class Retired:
-    """The handler of a connection the client moved away from (lame duck).
-
-    Its messages are still delivered and its errors reported until it closes; its
-    INFO, room and loss no longer concern the client.
-    """
-
-    def __init__(self, live: ConnectionHandler) -> None:
-        self._live = live
-
-    def connect_options(self, info: dict[str, Any]) -> dict[str, Any]:
-        raise ConnectError("a retired connection does not connect again")  # pragma: no cover
-
-    def msgs_received(self, msgs: list[Msg]) -> None:
-        self._live.msgs_received(msgs)
-
-    def info_received(self, info: dict[str, Any]) -> None:
-        pass
-
-    def server_error(self, error: ServerError) -> None:
-        self._live.server_error(error)
-
-    def message_error(self, error: NatsError) -> None:
-        self._live.message_error(error)
-
-    def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        self._live.schedule(fn, *args)
-
-    def read_started(self) -> None:
-        self._live.read_started()
-
-    def read_finished(self) -> None:
-        self._live.read_finished()
-
-    def outbound_drained(self) -> None:
-        pass
-
-    def connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
-        pass

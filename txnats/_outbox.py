@@ -48,6 +48,7 @@ from txnats.protocol.commands import (
     split_frames,
 )
 from txnats.protocol.headers import HeaderInput, encode_headers
+from txnats.protocol.outbox import Outbox
 
 __all__ = ["BLOCK", "Publisher", "ReconnectBuffer", "Refused"]
 
@@ -171,6 +172,10 @@ class ReconnectBuffer:
         self._headers = False
 
 
+def _nothing() -> None:
+    pass
+
+
 def _subject_of(frame: bytes) -> str:
     """The subject of a PUB/HPUB frame, shortened for an error message."""
     subject = frame[frame.find(b" ") + 1 : frame.find(b"\r\n")].split(b" ", 1)[0]
@@ -178,15 +183,41 @@ def _subject_of(frame: bytes) -> str:
 
 
 class Publisher:
-    """The publishing half of the client (see the module's docstring)."""
+    """The publishing half of the client (see the module's docstring).
+
+    A base class of :class:`~txnats.client.Client` so that ``publish()``'s hot path
+    reads its state as the client's own attributes; what it needs of the client comes
+    in as callables, and the client tells it which connection to publish to
+    (:meth:`_use_connection`).
+
+    :param schedule: run a function in the client's next batch of work.
+    :param report: report an asynchronous error to ``error_cb``.
+    :param refusal: why publishes are refused now (closed, draining), or None.
+    :param url: the URL of the server connected to (redacted), or None.
+    """
 
     options: Options
-    #: The current connection (set by the client), publishing to it or not.
-    _proto: NatsProtocol | None
 
-    def _init_publisher(self, options: Options) -> None:
-        # The connection publishes go to, or None (not connected, or no more publishing).
+    def __init__(
+        self,
+        options: Options,
+        *,
+        schedule: Callable[..., None],
+        report: Callable[[Exception], None],
+        refusal: Callable[[], NatsError | None],
+        url: Callable[[], str | None],
+    ) -> None:
+        self._later = schedule
+        self._tell = report
+        self._refusal = refusal
+        self._url = url
+        # The connection now (None: not connected), and the one publishes go to (it, or
+        # None when publishing is not allowed on it) with its outbox.
+        self._connection: NatsProtocol | None = None
         self._writer: NatsProtocol | None = None
+        self._out: Outbox | None = None
+        # The writer's schedule_flush: called by the fast path when its outbox was empty.
+        self._wake: Callable[[], None] = _nothing
         self._max_outbound = options.max_outbound_bytes
         # publish()'s fast path queues up to _through_at bytes; past it, the slow path
         # hands the queue to the socket itself over plain TCP (see _write_through), so
@@ -206,13 +237,13 @@ class Publisher:
         self._room_waiters: list[Deferred[None]] = []
 
     # What the client tells the publisher -----------------------------------------
-    def _publishing_refused(self) -> NatsError | None:
-        """Why publishes are refused now (closed, draining), or None. The client's."""
-        raise NotImplementedError  # pragma: no cover
-
-    @property
-    def connected_url(self) -> str | None:
-        raise NotImplementedError  # pragma: no cover
+    def _use_connection(self, proto: NatsProtocol | None, writable: bool) -> None:
+        """Publish to ``proto`` when ``writable``, else keep publishes (or refuse them)."""
+        self._connection = proto
+        if writable and proto is not None:
+            self._writer, self._out, self._wake = proto, proto.outbox, proto.schedule_flush
+        else:
+            self._writer, self._out, self._wake = None, None, _nothing
 
     def _adopt_limits(self, proto: NatsProtocol) -> None:
         """Take the limits of the server ``proto`` is connected to."""
@@ -240,10 +271,7 @@ class Publisher:
             waiters = self._room_waiters
             self._room_waiters = []
             for d in waiters:
-                self.schedule(d.callback, None)
-
-    def schedule(self, fn: Callable[..., object], *args: object) -> None:
-        raise NotImplementedError  # pragma: no cover
+                self._later(d.callback, None)
 
     def _report_refused(self, refused: Refused) -> None:
         """Report buffered publishes the new server would have refused (not sent)."""
@@ -261,13 +289,10 @@ class Publisher:
         err = MaxPayloadError if refused.too_large else HeadersNotSupportedError
         error = err(
             f"{refused.msgs} publishes buffered while disconnected were not sent to "
-            f"{self.connected_url}: " + "; ".join(parts) + ". The others were sent."
+            f"{self._url()}: " + "; ".join(parts) + ". The others were sent."
         )
         log.warn("{error}", error=str(error))
-        self._report(error)
-
-    def _report(self, error: Exception) -> None:
-        raise NotImplementedError  # pragma: no cover
+        self._tell(error)
 
     def _fail_room_waiters(self, error: NatsError) -> None:
         waiters = self._room_waiters
@@ -292,9 +317,9 @@ class Publisher:
     @property
     def pending_bytes(self) -> int:
         """Bytes accepted by publish() that are not yet handed to the socket."""
-        proto = self._proto
+        proto = self._connection
         if proto is not None:
-            return proto.out_bytes
+            return proto.outbox.nbytes
         return self._reconnect_buf.bytes
 
     # The hot path stays in one function: every call made in it is paid once per message.
@@ -322,21 +347,21 @@ class Publisher:
                 return
         if headers is None and type(data) is bytes:
             size = len(data)
-            proto = self._writer
-            if proto is not None and size < self._fast_size:
-                # The hot path: NatsProtocol.write() inlined; _send() has the rest. The
-                # frame's parts go on the out-list as they are: joining them there, once
-                # per flush, is the only copy of the payload.
+            outbox = self._out
+            if outbox is not None and size < self._fast_size:
+                # The hot path: the frame's parts go on the connection's outbox as they
+                # are, laid out as txnats.protocol.outbox describes; joining them there,
+                # once per flush, is the only copy of the payload. _send() has the rest.
                 prefix, plen = entry
                 line, rest = SIZE_TAILS[size]
                 if reply is None:
-                    pending = proto.out_bytes + plen + rest
+                    pending = outbox.nbytes + plen + rest
                     if pending <= self._through_at:
-                        out = proto.out_parts
-                        if not out:
-                            proto.schedule_flush()
-                        out += (prefix, line, data, b"\r\n")
-                        proto.out_bytes = pending
+                        parts = outbox.parts
+                        if not parts:
+                            self._wake()
+                        parts += (prefix, line, data, b"\r\n")
+                        outbox.nbytes = pending
                         self._out_msgs += 1
                         self._out_bytes += size
                         return
@@ -344,14 +369,14 @@ class Publisher:
                     # With a reply subject (JetStream publishes, requests made by
                     # hand): validated each time, since replies are rarely repeated.
                     rep = reply_subject(reply)
-                    pending = proto.out_bytes + plen + len(rep) + 1 + rest
+                    pending = outbox.nbytes + plen + len(rep) + 1 + rest
                     # (plen + len(rep) + 1 bounds the control line: see FAST_PREFIX_MAX.)
                     if pending <= self._through_at and plen + len(rep) < self._max_line:
-                        out = proto.out_parts
-                        if not out:
-                            proto.schedule_flush()
-                        out += (prefix, rep, b" ", line, data, b"\r\n")
-                        proto.out_bytes = pending
+                        parts = outbox.parts
+                        if not parts:
+                            self._wake()
+                        parts += (prefix, rep, b" ", line, data, b"\r\n")
+                        outbox.nbytes = pending
                         self._out_msgs += 1
                         self._out_bytes += size
                         return
@@ -385,7 +410,7 @@ class Publisher:
             return data, None
         if not self._headers_supported:
             raise HeadersNotSupportedError(
-                f"the server ({self.connected_url or 'last connected'}) does not support "
+                f"the server ({self._url() or 'last connected'}) does not support "
                 "headers; the message was not sent"
             )
         return data, encode_headers(headers)
@@ -407,13 +432,14 @@ class Publisher:
             check_control_line(frame, self._max_line, "publish " + _subject_of(frame))
         proto = self._writer
         if proto is not None:
-            pending = proto.out_bytes + len(frame)
+            outbox = proto.outbox
+            pending = outbox.nbytes + len(frame)
             if pending > self._through_at:
                 self._write_through(proto)
-                pending = proto.out_bytes + len(frame)
+                pending = outbox.nbytes + len(frame)
             if pending > self._max_outbound:
                 raise OutboundBufferFullError(
-                    f"outbound buffer full ({proto.out_bytes} bytes pending); "
+                    f"outbound buffer full ({outbox.nbytes} bytes pending); "
                     "wait for wait_for_room()"
                 )
             proto.write(frame)
@@ -430,11 +456,11 @@ class Publisher:
         system call per 64 KiB published, not one per message.
         """
         proto.write_through()  # (a flush resets _through_at, in _outbound_drained)
-        if proto.out_bytes:
-            self._through_at = min(self._max_outbound, proto.out_bytes + WRITE_THROUGH_AT)
+        if proto.outbox.nbytes:
+            self._through_at = min(self._max_outbound, proto.outbox.nbytes + WRITE_THROUGH_AT)
 
     def _publish_offline(self, frame: bytes, size: int) -> None:
-        refused = self._publishing_refused()
+        refused = self._refusal()
         if refused is not None:
             raise refused
         limit = self.options.reconnect_buffer_size
@@ -451,11 +477,11 @@ class Publisher:
         While disconnected it fires at once (publishes go to the bounded reconnect
         buffer, or raise), and so does a call pending when the connection is lost.
         """
-        refused = self._publishing_refused()
+        refused = self._refusal()
         if isinstance(refused, ConnectionClosedError):
             return fail(refused)
-        proto = self._proto
-        if proto is None or proto.out_bytes == 0:
+        proto = self._connection
+        if proto is None or proto.outbox.nbytes == 0:
             return succeed(None)
         d: Deferred[None] = Deferred()
         self._room_waiters.append(d)

@@ -26,29 +26,17 @@ log = Logger()
 class Flushable(Protocol):
     """The connection a batch writes to (a :class:`~txnats.connection.NatsProtocol`)."""
 
-    flush_held: bool
-    out_parts: list[bytes]
-
-    def flush_now(self, bulk: bool = False) -> None: ...
-
-
-class Owner(Protocol):
-    """The client whose batches these are: its connection now (or None)."""
-
-    @property
-    def _proto(self) -> Flushable | None: ...
-
-
-#: The client's connection is read on each batch, declared by :class:`Owner`.
-HOUSE_PRIVATE_OK = {"_proto"}
+    def hold_flush(self) -> None: ...
+    def release_flush(self) -> None: ...
 
 
 class Turns:
     """Runs queued work in batches; one per client."""
 
-    def __init__(self, clock: IReactorTime, owner: Owner) -> None:
+    def __init__(self, clock: IReactorTime, connection: Callable[[], Flushable | None]) -> None:
         self._clock = clock
-        self._owner = owner
+        #: The client's connection now (or None): what a batch writes to.
+        self._connection = connection
         self._soon: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         self._soon_call: IDelayedCall | None = None
         # True while a connection dispatches a read (see read_finished).
@@ -81,10 +69,9 @@ class Turns:
         self._soon = []
         # What the batch publishes (replies, above all) leaves at its end, below, rather
         # than from a timed call one reactor iteration later.
-        owner = self._owner
-        held = owner._proto
+        held = self._connection()
         if held is not None:
-            held.flush_held = True
+            held.hold_flush()
         try:
             for fn, args in batch:
                 try:
@@ -93,10 +80,10 @@ class Turns:
                     log.failure("Unexpected error in a scheduled call")
         finally:
             if held is not None:
-                held.flush_held = False
-        proto = owner._proto
-        if proto is not None and proto.out_parts:
-            proto.flush_now()
+                held.release_flush()
+        proto = self._connection()
+        if proto is not None and proto is not held:
+            proto.release_flush()  # (the batch moved the client to another connection)
 
 
 def call_user(name: str, cb: Callable[..., object] | None, *args: object) -> None:

@@ -13,7 +13,7 @@ A :class:`Client` is the public face; the work is done by the rooms it holds (se
 - :class:`~txnats.request.RequestMux` -- requests on one shared inbox.
 
 Each connection is a fresh :class:`~txnats.connection.NatsProtocol` reporting to the
-client's :class:`~txnats._link.Link`; the client survives its loss. The states and the transitions
+client's parts (:class:`~txnats._hooks.ConnectionHooks`); the client survives its loss. The states and the transitions
 allowed between them are :class:`ClientState` and ``TRANSITIONS`` (in ``_states``).
 """
 
@@ -32,8 +32,8 @@ from zope.interface import implementer
 from txnats._args import MAX_SECONDS, check_count, check_reactor, check_timeout
 from txnats._connector import Connector
 from txnats._deadline import within
+from txnats._hooks import ConnectionHooks
 from txnats._lameduck import Mover
-from txnats._link import Link
 from txnats._outbox import Publisher
 from txnats._registry import Subscriptions
 from txnats._states import TRANSITIONS, ClientState
@@ -112,8 +112,11 @@ class Client(Publisher):
         #: INFO of the server we are (or were last) connected to.
         self.server_info: dict[str, Any] = {}
         self._reconnects = 0
-        self._turns = Turns(clock, self)
-        self._init_publisher(opts)
+        self._turns = turns = Turns(clock, lambda: self._proto)
+        Publisher.__init__(
+            self, opts, schedule=turns.schedule, report=self._report,
+            refusal=self._publishing_refused, url=lambda: self.connected_url,
+        )
         # Subjects up to this long leave room for a request's reply subject and sizes
         # in max_control_line; a longer one has its request's line checked exactly.
         self._request_room = opts.max_control_line - REPLY_ROOM - len(opts.inbox_prefix)
@@ -123,9 +126,16 @@ class Client(Publisher):
         self._mux: RequestMux | None = None
         # The sids of request_many()'s inboxes while they gather (a drain waits for them).
         self._reply_inboxes: set[int] = set()
-        self._link = Link(self)
+        hooks = ConnectionHooks(
+            msgs_received=self._subs.deliver, info_received=self._info_received,
+            server_error=self._server_error, message_error=self._report,
+            schedule=turns.schedule, read_started=turns.read_started,
+            read_finished=turns.read_finished, outbound_drained=self._outbound_drained,
+            connection_lost=self._connection_lost,
+        )
         self._connector = Connector(
-            reactor, clock, servers, opts, self._link, self._link, rng or random.Random()
+            reactor, clock, servers, opts, hooks, connected=self._connected,
+            gave_up=self._gave_up, rng=rng or random.Random(),
         )
         # Flushes made while disconnected: they wait for the next connection.
         self._offline_flushes: list[Deferred[None]] = []
@@ -136,7 +146,7 @@ class Client(Publisher):
         self._lame_duck_seen = False
         self._listeners: Listeners[ClientState] = Listeners(self._turns.schedule)
         self._mover = Mover(
-            self._connector, self._subs, self._link, self._moving_from, self._take_over,
+            self._connector, self._subs, hooks, self._moving_from, self._take_over,
             self.force_reconnect, clock, opts.inbox_prefix,
         )
         self._shutdown_trigger: object = None
@@ -176,8 +186,7 @@ class Client(Publisher):
 
     def _update_writer(self) -> None:
         """Publishes go straight to the protocol only while connected (or draining subs)."""
-        writable = self._state in (_S.CONNECTED, _S.DRAINING_SUBS)
-        self._writer = self._proto if writable else None
+        self._use_connection(self._proto, self._state in (_S.CONNECTED, _S.DRAINING_SUBS))
 
     def _publishing_refused(self) -> NatsError | None:
         if self._state == _S.CLOSED:
@@ -328,7 +337,7 @@ class Client(Publisher):
                 [s.redacted for s in new],
             )
 
-    # What the connection reports (through Link) ------------------------------------
+    # What the connection reports (through its hooks) --------------------------------
     def _info_received(self, info: dict[str, Any]) -> None:
         self.server_info = info
         mp = info.get("max_payload")
@@ -750,6 +759,7 @@ class Client(Publisher):
             if remove is not None:
                 remove(trigger)
         self._proto = None
+        self._update_writer()
         log.info("Closed")
         self._callback("closed", self.options.closed_cb)
         waiters = self._closed_waiters

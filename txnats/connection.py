@@ -1,20 +1,21 @@
-"""The Twisted ``Protocol`` for one connection to one NATS server.
+"""The Twisted ``Protocol`` for one connection to one NATS server: a thin adapter.
 
-It frames bytes through the sans-IO :class:`~txnats.protocol.parser.Parser`, runs the
-handshake (INFO -> CONNECT + PING -> PONG), keeps PING/PONG liveness, coalesces writes
-into one ``transport.write`` per reactor turn (a small one is sent at once), and applies
-flow control both ways: it is a push producer for its transport (a full send buffer
-pauses our writes), and it can pause reading from the socket when a back-pressure
-subscription is full.
+The protocol's state lives in the sans-IO :class:`~txnats.protocol.connection.Connection`
+(the handshake, PINGs, what ``-ERR`` means, the outbox of frames). This adapter feeds it
+the socket's bytes and passes on what they mean to its :class:`ConnectionHandler`
+(the client), writes what its outbox holds (one ``transport.write`` per reactor turn; a
+small flush is handed to the socket at once), starts TLS when the connection says so,
+keeps the timers (keep-alive PINGs, the close deadline) and applies flow control both
+ways: it is a push producer for its transport (a full send buffer pauses our writes),
+and it pauses reading from the socket while a back-pressure subscription is full.
 
-It never runs user code itself: events go to its :class:`ConnectionHandler` (the
-client), which queues the work and runs it once a whole read has been parsed and
-dispatched (``read_finished``), never in the middle of parsing.
+It never runs user code itself: messages go to the handler, which queues the work and
+runs it once a whole read has been parsed and dispatched (``read_finished``), never in
+the middle of parsing.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
@@ -28,29 +29,32 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnats.errors import (
-    AuthorizationError,
     ConnectError,
     ConnectionClosedError,
     MalformedHeadersError,
     NatsError,
     ProtocolError,
     ServerError,
-    StaleConnectionError,
     TLSError,
 )
-from txnats.protocol.commands import PING, PONG, encode_connect, split_frames
-from txnats.protocol.errors import classify_error
-from txnats.protocol.events import BadHeaders, Err, Info, Msg, Ping, Pong
-from txnats.protocol.parser import HARD_MAX_PAYLOAD, Parser
+from txnats.protocol.connection import (
+    Closing,
+    Connection,
+    Established,
+    Greeted,
+    InfoUpdate,
+    Phase,
+    Ponged,
+    Refused,
+)
+from txnats.protocol.events import BadHeaders, Msg
+from txnats.protocol.outbox import Outbox
 from txnats.tls import is_tls_failure
 
 __all__ = ["ConnectionHandler", "NatsProtocol"]
 
 log = Logger()
 
-# Leeway above the server's max_payload for headers the server itself adds
-# (JetStream direct get, republish) to messages that were at the limit.
-_INBOUND_PAYLOAD_SLACK = 64 * 1024
 #: Seconds a graceful close may take before the connection is aborted.
 CLOSE_TIMEOUT = 5.0
 #: A flush of at most this many bytes over plain TCP is sent at once (see flush_now).
@@ -61,7 +65,8 @@ WRITE_THROUGH_AT = 64 * 1024
 
 
 class ConnectionHandler(TypingProtocol):
-    """What a :class:`NatsProtocol` reports to (implemented by the client)."""
+    """What a :class:`NatsProtocol` reports to (the client's parts; see
+    :class:`txnats._hooks.ConnectionHooks`)."""
 
     def connect_options(self, info: dict[str, Any]) -> dict[str, Any]: ...
     def msgs_received(self, msgs: list[Msg]) -> None: ...
@@ -93,50 +98,69 @@ class NatsProtocol(Protocol):
         tls_first: bool = False,
     ) -> None:
         self.handler = handler
-        #: Makes the TLS connection creator (verifying the server's name) when needed.
-        self.tls_creator = tls_creator
-        #: The client insists on TLS (``tls://`` URL or TLS options).
-        self.tls_wanted = tls_wanted
-        #: TLS started before INFO (the endpoint is wrapped in TLS already).
-        self.tls_active = tls_first
-        #: The transport while it is plain TCP, no TLS (small flushes are sent at once).
-        self._eager: tcp.Connection | None = None
         self.clock = clock
         self.ping_interval = ping_interval
-        self.max_pings_out = max_pings_out
-        self.parser = Parser(max_control_line=max_control_line)
-        #: The longest control line the server accepts from us (CONNECT included).
-        self.server_max_control_line = server_max_control_line
-        #: INFO from the server (the latest one).
-        self.info: dict[str, Any] = {}
-        self._got_info = False
+        #: The protocol's state: handshake, PINGs, the outbox.
+        self.conn: Connection[Deferred[None]] = Connection(
+            tls_wanted=tls_wanted,
+            tls_active=tls_first,
+            tls_possible=tls_creator is not None,
+            max_control_line=server_max_control_line,
+            max_inbound_line=max_control_line,
+            max_pings_out=max_pings_out,
+        )
+        self.parser = self.conn.parser
+        #: What waits to be written (the publish fast path appends to it; see Outbox).
+        self.outbox: Outbox = self.conn.outbox
+        #: Makes the TLS connection creator (verifying the server's name) when needed.
+        self._tls_creator = tls_creator
+        #: The transport while it is plain TCP, no TLS (small flushes are sent at once).
+        self._eager: tcp.Connection | None = None
         #: Fires with this protocol once the server answered CONNECT+PING with PONG.
         self.handshake: Deferred[NatsProtocol] = Deferred(self._cancel_handshake)
-        self.ready = False
         #: True once the handshake completed (stays True after the connection is lost).
         self.established = False
         self.lost = False
-        self.pings_out = 0
-        #: Outbound: what waits for the end of this reactor turn (or for the transport
-        #: to ask for more), as whole frames or a frame's parts, and its size in bytes.
-        #: ``write()`` appends here; the client's publish() hot path appends a frame's
-        #: parts itself (no call per message), keeping
-        #: ``out_bytes`` right and calling :meth:`schedule_flush` when the list was
-        #: empty. The list object stays the same for the whole connection.
-        self.out_parts: list[bytes] = []
-        self.out_bytes = 0
-        #: Set while the handler runs a batch of work after which it calls flush_now()
-        #: itself: no timed call is needed for what the batch writes.
-        self.flush_held = False
+        # Set by hold_flush() while the handler runs a batch that ends with a flush.
+        self._flush_held = False
         self._flush_call: IDelayedCall | None = None
         self._producer_paused = False
         self._reading_paused = False
-        # One entry per PING we sent: a Deferred to fire on its PONG, or None.
-        self._pongs: deque[Deferred[None] | None] = deque()
         self._ping_call: IDelayedCall | None = None
         self._close_call: IDelayedCall | None = None
         self._close_reason: NatsError | None = None
-        self._in_data = False
+
+    # ------------------------------------------------------------------ state
+    @property
+    def info(self) -> dict[str, Any]:
+        """The server's latest INFO."""
+        return self.conn.info
+
+    @property
+    def ready(self) -> bool:
+        """True between the handshake's end and the connection's."""
+        return self.conn.ready and not self.lost
+
+    @property
+    def tls_active(self) -> bool:
+        return self.conn.tls_active
+
+    @property
+    def closing(self) -> bool:
+        """True once this connection is being closed or aborted."""
+        return self._close_reason is not None
+
+    @property
+    def phase(self) -> str:
+        """Where the connection stands, in words (for errors: a timeout names it)."""
+        if self.transport is None:
+            return "TCP connect"
+        phase = self.conn.phase
+        if phase is Phase.GREETING and self.tls_active:
+            return "TLS handshake"
+        if phase is Phase.AWAITING_PONG and self.tls_active:
+            return "TLS or NATS handshake (CONNECT sent, waiting for PONG)"
+        return phase.value
 
     # ------------------------------------------------------------------ lifecycle
     def connectionMade(self) -> None:
@@ -154,8 +178,7 @@ class NatsProtocol(Protocol):
 
     def connectionLost(self, reason: Failure = Failure(ConnectionClosedError())) -> None:  # noqa: B008
         self.lost = True
-        was_ready = self.ready
-        self.ready = False
+        self.conn.close()
         for call in (self._ping_call, self._flush_call, self._close_call):
             if call is not None and call.active():
                 call.cancel()
@@ -169,32 +192,21 @@ class NatsProtocol(Protocol):
         if not self.handshake.called:
             fail = err if isinstance(err, ConnectError) else ConnectError(str(err))
             self.handshake.errback(fail)
-        elif was_ready or self._got_info:
+        elif self.conn.greeted:
             # The handler may take the unsent publishes and the pending PINGs first.
             self.handler.connection_lost(self, err)
-        self.out_parts.clear()
-        self.out_bytes = 0
-        pongs = list(self._pongs)
-        self._pongs.clear()
-        for d in pongs:
-            if d is not None and not d.called:
+        self.outbox.take()
+        for d in self.conn.take_pings():
+            if not d.called:
                 self.handler.schedule(d.errback, ConnectionClosedError(str(err)))
 
     def take_unsent_publishes(self) -> list[bytes]:
         """Remove and return the PUB/HPUB frames never handed to the transport."""
-        # The out-list holds frames and pieces of frames (publish() appends a frame's
-        # parts): cut the bytes back into frames.
-        queued = split_frames(b"".join(self.out_parts))
-        frames = [f for f in queued if f[:4] == b"PUB " or f[:5] == b"HPUB "]
-        self.out_parts.clear()
-        self.out_bytes = 0
-        return frames
+        return self.outbox.take_publishes()
 
     def take_pending_pings(self) -> list[Deferred[None]]:
         """Remove and return the Deferreds still waiting for a PONG."""
-        waiting = [d for d in self._pongs if d is not None and not d.called]
-        self._pongs.clear()
-        return waiting
+        return [d for d in self.conn.take_pings() if not d.called]
 
     def _handshake_done(self) -> None:
         if not self.handshake.called and not self.lost:
@@ -208,6 +220,7 @@ class NatsProtocol(Protocol):
         """Drop the connection now, without sending what is buffered."""
         if reason is not None and self._close_reason is None:
             self._close_reason = reason
+        self.conn.close()
         if self.transport is not None and not self.lost:
             self.transport.abortConnection()  # type: ignore[attr-defined]
 
@@ -234,28 +247,20 @@ class NatsProtocol(Protocol):
         handler = self.handler
         handler.read_started()
         try:
-            try:
-                events = self.parser.feed(data)
-            except ProtocolError as e:
-                self._dispatch(e.events)
-                log.warn("Protocol error from server: {error}", error=str(e))
-                self.abort(e)
-                return
-            self._dispatch(events)
+            events = self.conn.receive_data(data)
+            if events:
+                if self.parser.controls == 0 and self.conn.ready:
+                    # Only messages (the common case): hand them over in one call.
+                    handler.msgs_received(events)
+                else:
+                    self._dispatch(events)
+            if self.outbox and not self.closing:
+                self.schedule_flush()  # (PONGs, the CONNECT)
         finally:
             handler.read_finished()
 
-    def _dispatch(self, events: list[Any] | list[object]) -> None:
-        if not events:
-            return
-        if not self._got_info and events and type(events[0]) not in (Info, Err):
-            # The server speaks first, with INFO; anything else is not a NATS server.
-            self.abort(ProtocolError(f"expected INFO first, got {type(events[0]).__name__}"))
-            return
-        if self.parser.controls == 0:
-            # Only messages (the common case): hand them over in one call.
-            self.handler.msgs_received(events)  # type: ignore[arg-type]
-            return
+    def _dispatch(self, events: list[Any]) -> None:
+        """Pass on a read's events in order: messages in runs, the rest one by one."""
         msgs_received = self.handler.msgs_received
         run: list[Msg] = []
         for ev in events:
@@ -265,98 +270,62 @@ class NatsProtocol(Protocol):
             if run:
                 msgs_received(run)
                 run = []
-            if type(ev) is Ping:
-                self.write(PONG)
-            elif type(ev) is Pong:
-                self._on_pong()
-            elif type(ev) is Info:
-                self._on_info(ev.options)
-            elif type(ev) is Err:
-                self._on_err(ev.message)
-            elif type(ev) is BadHeaders:
-                self.handler.message_error(MalformedHeadersError(
-                    f"message on {ev.subject!r} (sid {ev.sid}) carries a header block that "
-                    f"cannot be parsed ({ev.reason}); delivered with the block in "
-                    "headers.raw",
-                    subject=ev.subject, sid=ev.sid,
-                ))
+            self._event(ev)
             if self.closing:
                 return  # only control events can end the connection; stop at once
         if run:
             msgs_received(run)
 
-    @property
-    def phase(self) -> str:
-        """Where the connection stands, in words (for errors: a timeout names it)."""
-        if self.transport is None:
-            return "TCP connect"
-        if self.ready:
-            return "connected"
-        if not self._got_info:
-            return "TLS handshake" if self.tls_active else "NATS handshake (waiting for INFO)"
-        if self.tls_active and not self.handshake.called:
-            return "TLS or NATS handshake (CONNECT sent, waiting for PONG)"
-        return "NATS handshake (CONNECT sent, waiting for PONG)"
+    def _event(self, ev: object) -> None:
+        handler = self.handler
+        if type(ev) is Ponged:
+            handler.schedule(ev.token.callback, None)
+        elif type(ev) is InfoUpdate:
+            handler.info_received(ev.info)
+        elif type(ev) is Refused:
+            handler.server_error(ev.error)
+        elif type(ev) is BadHeaders:
+            handler.message_error(MalformedHeadersError(
+                f"message on {ev.subject!r} (sid {ev.sid}) carries a header block that "
+                f"cannot be parsed ({ev.reason}); delivered with the block in headers.raw",
+                subject=ev.subject, sid=ev.sid,
+            ))
+        elif type(ev) is Established:
+            self.established = True
+            self._schedule_ping()
+            # The handshake's callbacks reach user code: not from inside dataReceived.
+            handler.schedule(self._handshake_done)
+        elif type(ev) is Greeted:
+            self._greeted(ev)
+            if not self.closing:
+                self._dispatch(self.conn.resume())
+        elif type(ev) is Closing:
+            if isinstance(ev.error, ProtocolError):
+                log.warn("Protocol error from server: {error}", error=str(ev.error))
+            self.abort(ev.error)
 
-    @property
-    def closing(self) -> bool:
-        """True once this connection is being closed or aborted."""
-        return self._close_reason is not None
-
-    def _on_info(self, info: dict[str, Any]) -> None:
-        first = not self._got_info
-        self._got_info = True
-        self.info = info
-        mp = info.get("max_payload")
-        if isinstance(mp, int):
-            self.parser.max_payload = min(mp + _INBOUND_PAYLOAD_SLACK, HARD_MAX_PAYLOAD)
-        if first:
-            if not self._start_tls(info):
-                return
-            try:
-                options = self.handler.connect_options(info)
-            except NatsError as e:
-                self.abort(e)
-                return
-            except Exception as e:
-                # User credential callbacks (token_handler, user_jwt_cb, signature_cb)
-                # run here: their errors must not escape dataReceived.
-                log.failure("Building CONNECT failed")
-                self.abort(ConnectError(f"cannot build CONNECT: {e!r}"))
-                return
-            options["tls_required"] = self.tls_active
-            connect = encode_connect(options)
-            length = len(connect) - len(b"CONNECT \r\n")
-            if length > self.server_max_control_line:
-                # The server would only answer "maximum control line exceeded". (The
-                # options hold credentials: the message names none of them.)
-                self.abort(ConnectError(
-                    f"CONNECT would be {length} bytes, over the server's max_control_line "
-                    f"of {self.server_max_control_line} bytes (a long name or JWT? raise "
-                    "the max_control_line connect option if the server allows more)"
-                ))
-                return
-            self._write_now(connect + PING)
+    def _greeted(self, ev: Greeted) -> None:
+        """The first INFO: start TLS if the connection says so, then send CONNECT."""
+        if ev.start_tls and not self._start_tls():
             return
-        if self.ready:
-            self.handler.info_received(info)
-
-    def _start_tls(self, info: dict[str, Any]) -> bool:
-        """Upgrade to TLS after INFO when either side requires it; False if we aborted."""
-        if self.tls_active:
-            return True
-        server_requires = bool(info.get("tls_required"))
-        server_offers = server_requires or bool(info.get("tls_available"))
-        if not (self.tls_wanted or server_requires):
-            return True
-        if not server_offers:
-            self.abort(TLSError("TLS required by the client, but the server offers none"))
-            return False
-        if self.tls_creator is None:
-            self.abort(TLSError("the server requires TLS, and TLS is not available"))
-            return False
         try:
-            creator = self.tls_creator()
+            options = self.handler.connect_options(ev.info)
+            self.conn.send_connect(options)
+            if self.transport is not None:
+                self.transport.write(self.outbox.take())  # (the handshake: not the client's)
+        except NatsError as e:
+            self.abort(e)
+        except Exception as e:
+            # User credential callbacks (token_handler, user_jwt_cb, signature_cb) run
+            # here: their errors must not escape dataReceived.
+            log.failure("Building CONNECT failed")
+            self.abort(ConnectError(f"cannot build CONNECT: {e!r}"))
+
+    def _start_tls(self) -> bool:
+        """Upgrade to TLS after INFO; False if that failed (the connection is aborted)."""
+        assert self._tls_creator is not None  # (the connection checked tls_possible)
+        try:
+            creator = self._tls_creator()
         except NatsError as e:
             self.abort(e)
             return False
@@ -365,41 +334,9 @@ class NatsProtocol(Protocol):
             self.abort(TLSError("this transport cannot start TLS"))
             return False
         start(creator)
-        self.tls_active = True
+        self.conn.tls_started()
         self._eager = None  # TLS now sits between us and the socket
         return True
-
-    def _on_pong(self) -> None:
-        if not self.ready:
-            if not self._got_info:
-                self.abort(ProtocolError("PONG before INFO"))
-                return
-            self.ready = True
-            self.established = True
-            self.pings_out = 0
-            self._schedule_ping()
-            # The handshake's callbacks reach user code: not from inside dataReceived.
-            self.handler.schedule(self._handshake_done)
-            return
-        self.pings_out = 0
-        if self._pongs:
-            d = self._pongs.popleft()
-            if d is not None and not d.called:
-                self.handler.schedule(d.callback, None)
-
-    def _on_err(self, message: str) -> None:
-        error, survives = classify_error(message)
-        if not self.ready:
-            # Any -ERR during the handshake ends this attempt.
-            self.abort(error if isinstance(error, AuthorizationError) else _as_connect_error(error))
-            return
-        if survives:
-            self.handler.server_error(error)
-            return
-        if message.lower().startswith("stale connection"):
-            self.abort(StaleConnectionError(f"server: {message}"))
-        else:
-            self.abort(error)
 
     # ------------------------------------------------------------------ pings
     def _schedule_ping(self) -> None:
@@ -408,42 +345,54 @@ class NatsProtocol(Protocol):
 
     def _ping_tick(self) -> None:
         self._ping_call = None
-        self.pings_out += 1
-        if self.pings_out > self.max_pings_out:
-            log.info("No PONG for {n} PINGs: stale connection", n=self.max_pings_out)
-            self.abort(StaleConnectionError(f"{self.max_pings_out} PINGs without a PONG"))
+        stale = self.conn.keepalive()
+        if stale is not None:
+            log.info("No PONG for {n} PINGs: stale connection", n=self.conn.max_pings_out)
+            self.abort(stale)
             return
-        self._pongs.append(None)
-        self.write(PING)
         self.flush_now()
         self._schedule_ping()
 
     def ping(self) -> Deferred[None]:
         """Send a PING; the Deferred fires (in a later turn) on its PONG."""
         d: Deferred[None] = Deferred()
-        self._pongs.append(d)
-        self.write(PING)
+        self.conn.ping(d)
+        self.schedule_flush()
         return d
 
-    # ------------------------------------------------------------------ outbound
-    def _write_now(self, data: bytes) -> None:
-        if self.transport is not None and not self.lost:
-            self.transport.write(data)
+    @property
+    def pings_out(self) -> int:
+        """Keep-alive PINGs sent since the last PONG."""
+        return self.conn.pings_out
 
-    def write(self, data: bytes) -> None:
-        """Queue ``data``; it goes out, with everything else queued, at the turn's end."""
-        self.write_many([data], len(data))
+    # ------------------------------------------------------------------ outbound
+    def write(self, frame: bytes) -> None:
+        """Queue a frame; it goes out, with everything else queued, at the turn's end."""
+        outbox = self.outbox
+        outbox.parts.append(frame)
+        outbox.nbytes += len(frame)
+        self.schedule_flush()
 
     def write_many(self, frames: list[bytes], nbytes: int) -> None:
-        """Queue several frames at once (``Client.publish`` inlines this)."""
-        self.out_parts.extend(frames)
-        self.out_bytes += nbytes
+        """Queue several frames at once."""
+        self.outbox.write_frames(frames, nbytes)
         self.schedule_flush()
 
     def schedule_flush(self) -> None:
         """Make sure what is queued leaves at the end of this turn."""
-        if self._flush_call is None and not self._producer_paused and not self.flush_held:
+        if self._flush_call is None and not self._producer_paused and not self._flush_held:
             self._flush_call = self.clock.callLater(0, self._flush_turn)
+
+    def hold_flush(self) -> None:
+        """A batch of work runs that ends with :meth:`release_flush`: what it writes
+        needs no timed flush of its own."""
+        self._flush_held = True
+
+    def release_flush(self) -> None:
+        """The batch is over: what it wrote leaves now."""
+        self._flush_held = False
+        if self.outbox:
+            self.flush_now()
 
     def _flush_turn(self) -> None:
         self._flush_call = None
@@ -465,7 +414,7 @@ class NatsProtocol(Protocol):
         if the connection dies: at most the kernel's send buffer and one write.
         """
         eager = self._eager
-        if eager is None or self.lost or eager.disconnecting or not self.out_parts:
+        if eager is None or self.lost or eager.disconnecting or not self.outbox:
             return
         if self._producer_paused:
             # The transport resumes us (resumeProducing) once its buffer is empty.
@@ -480,12 +429,9 @@ class NatsProtocol(Protocol):
         Over plain TCP a small flush (or, with ``bulk``, any flush) is also handed to
         the socket at once instead of on the reactor's next writable event.
         """
-        if self._producer_paused or not self.out_parts or self.lost or self.transport is None:
+        if self._producer_paused or not self.outbox or self.lost or self.transport is None:
             return
-        out = self.out_parts
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()  # the same list object for the whole connection (the client appends to it)
-        self.out_bytes = 0
+        data = self.outbox.take()
         self.transport.write(data)
         eager = self._eager
         if (
@@ -510,7 +456,7 @@ class NatsProtocol(Protocol):
 
     def resumeProducing(self) -> None:
         self._producer_paused = False
-        if self.out_parts:
+        if self.outbox:
             self.schedule_flush()
 
     def stopProducing(self) -> None:
@@ -535,9 +481,3 @@ class NatsProtocol(Protocol):
     @property
     def reading_paused(self) -> bool:
         return self._reading_paused
-
-
-def _as_connect_error(error: ServerError) -> ConnectError:
-    err = ConnectError(f"server refused the connection: {error.server_message}")
-    err.__cause__ = error
-    return err
