@@ -247,15 +247,16 @@ class NatsProtocol(Protocol):
         handler = self.handler
         handler.read_started()
         try:
-            events = self.conn.receive_data(data)
-            if events:
-                if self.parser.controls == 0 and self.conn.ready:
-                    # Only messages (the common case): hand them over in one call.
-                    handler.msgs_received(events)
-                else:
+            conn = self.conn
+            events = conn.receive_data(data)
+            if conn.messages_only:
+                # Only messages (the common case): hand them over in one call.
+                handler.msgs_received(events)
+            else:
+                if events:
                     self._dispatch(events)
-            if self.outbox and not self.closing:
-                self.schedule_flush()  # (PONGs, the CONNECT)
+                if self.outbox.parts and self._close_reason is None:
+                    self.schedule_flush()  # (PONGs)
         finally:
             handler.read_finished()
 

@@ -121,6 +121,7 @@ class Closing:
 
 
 _ESTABLISHED = Established()
+_READY = Phase.READY
 
 
 class Connection(Generic[T]):
@@ -163,6 +164,9 @@ class Connection(Generic[T]):
         self.max_pings_out = max_pings_out
         #: True once the server's first INFO came (stays True).
         self.greeted = False
+        #: True when the last :meth:`receive_data` returned messages only (the parser's
+        #: own list: no event to interpret).
+        self.messages_only = False
         #: Keep-alive PINGs sent since the last PONG.
         self.pings_out = 0
         # One entry per PING sent but the handshake's: its token, or None (keep-alive).
@@ -183,14 +187,18 @@ class Connection(Generic[T]):
         that came before it), and a connection that is closing reads nothing more.
         """
         if self.closed:
+            self.messages_only = False
             return []
         parser = self.parser
         try:
             events = parser.feed(data)
         except ProtocolError as e:
+            self.messages_only = False
             return [*self._interpret(e.events), self._close(e)]
-        if parser.controls == 0 and self.phase is Phase.READY:
+        if parser.controls == 0 and self.phase is _READY:
+            self.messages_only = True
             return events  # messages only: the common case, handed back as they are
+        self.messages_only = False
         return self._interpret(events)
 
     def _interpret(self, events: list[Any]) -> list[Any]:
