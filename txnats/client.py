@@ -13,8 +13,9 @@ A :class:`Client` is the public face; the work is done by the rooms it holds (se
 - :class:`~txnats.request.RequestMux` -- requests on one shared inbox.
 
 Each connection is a fresh :class:`~txnats.connection.NatsProtocol` reporting to the
-client's parts (:class:`~txnats._hooks.ConnectionHooks`); the client survives its loss. The states and the transitions
-allowed between them are :class:`ClientState` and ``TRANSITIONS`` (in ``_states``).
+client's parts (:class:`~txnats._hooks.ConnectionHooks`); the client survives its loss.
+The states and the transitions allowed between them are :class:`ClientState` and
+``TRANSITIONS`` (in ``_states``).
 """
 
 from __future__ import annotations

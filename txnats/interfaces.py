@@ -54,6 +54,8 @@ class IReader(Interface):
     ``await reader.next_msg(timeout)`` and ``async for item in reader``.
     """
 
+    pending = Attribute("Items waiting to be taken (int).")
+
     def next_msg(timeout: float | None = 1.0) -> Deferred[Any]:
         """A Deferred firing with the next item (at once if one is waiting).
 

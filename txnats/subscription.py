@@ -12,19 +12,19 @@ for before the next message, so a slow handler slows only its own mailbox.
 from __future__ import annotations
 
 import inspect
-from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
 from enum import IntEnum
 from typing import Protocol
 
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnats._args import MAX_SECONDS, check_count, check_timeout
+from txnats._mailbox import Mailbox
 from txnats.errors import (
     ConnectionClosedError,
     DrainTimeoutError,
@@ -33,7 +33,6 @@ from txnats.errors import (
     NatsError,
     SlowConsumerError,
     SubscriptionClosedError,
-    TimeoutError,
 )
 from txnats.interfaces import Handler, ISubscription
 from txnats.protocol.events import Msg
@@ -107,8 +106,35 @@ def serving() -> Subscription | None:
 
 
 @implementer(ISubscription)
-class Subscription:
+class Subscription(Mailbox[Msg]):
     """Interest in a subject; see :meth:`txnats.Client.subscribe`."""
+
+    __slots__ = (
+        "_end_reason",
+        "_ended",
+        "_handler",
+        "_host",
+        "_inflight",
+        "_on_drop",
+        "_responder",
+        "_running",
+        "_scheduled",
+        "_slow",
+        "_state",
+        "backpressure",
+        "concurrency",
+        "delivered",
+        "dropped",
+        "max_msgs",
+        "pending_bytes",
+        "pending_bytes_limit",
+        "pending_msgs",
+        "pending_msgs_limit",
+        "queue",
+        "received",
+        "sid",
+        "subject",
+    )
 
     def __init__(
         self,
@@ -124,6 +150,7 @@ class Subscription:
         concurrency: int = 1,
         backpressure: bool = False,
     ) -> None:
+        Mailbox.__init__(self, host.clock, f"message on {subject!r}")
         self._host = host
         self._responder = host.responder  # bound to each message: read once here
         self.sid = sid
@@ -135,7 +162,6 @@ class Subscription:
         self.pending_bytes_limit = pending_bytes_limit
         self.concurrency = concurrency
         self.backpressure = backpressure
-        self._mailbox: deque[Msg] = deque()
         #: Messages and payload bytes waiting in the mailbox.
         self.pending_msgs = 0
         self.pending_bytes = 0
@@ -150,7 +176,6 @@ class Subscription:
         self._running = False
         self._slow = False
         self._state: State = _ACTIVE
-        self._waiters: deque[Deferred[Msg]] = deque()
         self._ended: list[Deferred[None]] = []
         self._end_reason: NatsError | None = None
         # Internal hook (the request multiplexer): called with each dropped message.
@@ -183,7 +208,7 @@ class Subscription:
             return
         bound: _Bindable = msg
         bound._client = self._responder
-        self._mailbox.append(msg)
+        self._items.append(msg)
         self.pending_msgs += 1
         self.pending_bytes += size
         if self.backpressure and (
@@ -217,18 +242,15 @@ class Subscription:
         # called from one must not wait for it (see in_handler_of).
         token = _serving.set(self)
         try:
-            mailbox = self._mailbox
-            waiters = self._waiters
-            while mailbox and waiters:
-                w = waiters.popleft()
-                # (_take_next's end check waits for _running to drop, below.)
-                w.callback(self._take_next())
+            mailbox = self._items
+            # (The end check of _taken waits for _running to drop, below.)
+            self._serve()
             handler = self._handler
             if handler is not None:
                 n = 0
                 popleft = mailbox.popleft
                 while mailbox and self._inflight < self.concurrency and self._state != _CLOSED:
-                    # self._take_next(), inlined: this loop runs once per message.
+                    # self._take(), inlined: this loop runs once per message.
                     msg = popleft()
                     self.pending_msgs -= 1
                     self.pending_bytes -= len(msg.data)
@@ -262,7 +284,7 @@ class Subscription:
             self._handler_failed(result)
         if self._running:
             return
-        if self._mailbox and not self._scheduled and self._state != _CLOSED:
+        if self._items and not self._scheduled and self._state != _CLOSED:
             self._scheduled = True
             self._host.schedule(self._turn)
         else:
@@ -288,7 +310,7 @@ class Subscription:
         """End the subscription once no more input comes and the mailbox is handled."""
         if (
             self._state == _ENDING
-            and not self._mailbox
+            and not self._items
             and self._inflight == 0
             and not self._running
         ):
@@ -315,10 +337,7 @@ class Subscription:
         self._host.forget(self)
         if self.backpressure:
             self._host.backpressure(self, False)
-        waiters = list(self._waiters)
-        self._waiters.clear()
-        for w in waiters:
-            w.errback(reason)
+        self._end(reason, clean=self._clean_end(reason))
         ended = self._ended
         self._ended = []
         for d in ended:
@@ -328,13 +347,12 @@ class Subscription:
         """The client closed: discard what is left (reported) and end now."""
         if self._state == _CLOSED:
             return
-        left = len(self._mailbox)
+        left = self._discard()
         if left:
             log.info(
                 "Subscription {subject!r} (sid {sid}) closed with {n} undelivered messages",
                 subject=self.subject, sid=self.sid, n=left,
             )
-        self._mailbox.clear()
         self.pending_msgs = self.pending_bytes = 0
         self._finish(reason)
 
@@ -437,11 +455,12 @@ class Subscription:
         with :class:`InvalidArgumentError` for a bad ``timeout`` or on a subscription
         with a handler (whose messages go to the handler).
         """
-        mailbox = self._mailbox
+        mailbox = self._items
         if mailbox and not self._waiters and self._handler is None and (
             timeout is None or (type(timeout) is float and 0.0 < timeout <= MAX_SECONDS)
         ):
-            # A queued message: _take_next() inlined (this runs once per message read).
+            # A queued message: Mailbox's fast path, with _take() and _taken() inlined
+            # (this runs once per message read).
             msg = mailbox.popleft()
             self.pending_msgs -= 1
             self.pending_bytes -= len(msg.data)
@@ -454,78 +473,43 @@ class Subscription:
         try:
             if timeout is not None:
                 timeout = check_timeout("timeout", timeout)  # (NaN and inf refused)
-            if mailbox and not self._waiters and self._handler is None:
-                return succeed(self._take_next())
-            return self._wait_next(timeout)
         except NatsError as e:
             return fail(e)
+        if mailbox and not self._waiters and self._handler is None:
+            return succeed(self._take())
+        return self._read(timeout)
 
-    def __aiter__(self) -> Subscription:
-        return self
-
-    def _take_next(self) -> Msg:
-        """Hand the next queued message to a reader; end the subscription if it was the last."""
-        msg = self._mailbox.popleft()
+    def _taken(self, msg: Msg) -> None:
+        """A message was handed to a reader: count it; the mailbox's low water; an
+        ending subscription whose mailbox is now empty is over."""
         self.pending_msgs -= 1
         self.pending_bytes -= len(msg.data)
         self.delivered += 1
         if self._slow or self.backpressure:
             self._below_low_water()
         if self._state == _ENDING:
-            self._check_end()  # an ending subscription whose mailbox is now empty is over
-        return msg
+            self._check_end()
 
-    def _wait_next(self, timeout: float | None) -> Deferred[Msg]:
-        """The slow path of a read: refuse, fail as ended, or wait in ``_waiters``.
-
-        The callers have already handed out a message that was queued with no earlier
-        waiter (without suspending). This raises at once for a handler subscription or
-        an ended one with nothing queued; otherwise it returns a Deferred registered as
-        a waiter (fired by ``_turn``, in order), whose canceller withdraws it and stops
-        the timer.
-        """
+    def _refusal(self) -> NatsError | None:
+        """A read finding nothing queued: refused for a handler subscription, failed
+        with the reason once ended (or ending with an empty mailbox), else it waits."""
         if self._handler is not None:
-            raise InvalidArgumentError("next_msg() is for subscriptions without a handler")
-        if self._state == _CLOSED or (self._state == _ENDING and not self._mailbox):
-            reason = self._end_reason or SubscriptionClosedError(f"subscription {self.sid} ended")
-            # The same reason may be raised to many reads: do not let its traceback grow.
-            raise reason.with_traceback(None)
-        timer: list[IDelayedCall] = []
+            return InvalidArgumentError("next_msg() is for subscriptions without a handler")
+        if self._state == _CLOSED or (self._state == _ENDING and not self._items):
+            return self._end_reason or SubscriptionClosedError(f"subscription {self.sid} ended")
+        return None
 
-        def cancel(d: Deferred[Msg]) -> None:
-            try:
-                self._waiters.remove(d)
-            except ValueError:
-                pass
-            if timer and timer[0].active():
-                timer[0].cancel()
-
-        d: Deferred[Msg] = Deferred(cancel)
-        self._waiters.append(d)
-        if timeout is not None:
-            def expire() -> None:
-                try:
-                    self._waiters.remove(d)
-                except ValueError:
-                    return
-                d.errback(TimeoutError(f"no message on {self.subject!r} within {timeout}s"))
-
-            timer.append(self._host.clock.callLater(timeout, expire))
-
-            def stop_timer(result: object) -> object:
-                if timer[0].active():
-                    timer[0].cancel()
-                return result
-
-            d.addBoth(stop_timer)
-        return d
+    def _clean_end(self, error: NatsError) -> bool:
+        """``async for`` stops when the subscription ended by itself or the client
+        closed; it raises any other reason (the server refused it, say)."""
+        return isinstance(error, (SubscriptionClosedError, ConnectionClosedError))
 
     async def __anext__(self) -> Msg:
         # A queued message is returned at once: no Deferred, and the coroutine running
         # the loop does not suspend (this is what keeps async for as fast as a handler).
-        mailbox = self._mailbox
+        mailbox = self._items
         if mailbox and not self._waiters and self._handler is None:
-            # _take_next() inlined, since this runs once per message of the loop.
+            # Mailbox's fast path with _take() and _taken() inlined: once per message.
             msg = mailbox.popleft()
             self.pending_msgs -= 1
             self.pending_bytes -= len(msg.data)
@@ -535,10 +519,7 @@ class Subscription:
             if self._state == _ENDING:
                 self._check_end()
             return msg
-        try:
-            return await self._wait_next(None)
-        except (SubscriptionClosedError, ConnectionClosedError):
-            raise StopAsyncIteration from None
+        return await self._next_or_stop()
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
