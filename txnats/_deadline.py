@@ -1,4 +1,5 @@
-"""A Deferred with a deadline that fails with an error of the caller's choosing."""
+"""Deferred helpers: a deadline that fails with an error of the caller's choosing, and a
+fresh Deferred for each caller waiting on one result."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
-__all__ = ["within"]
+__all__ = ["chain", "within"]
 
 T = TypeVar("T")
 
@@ -39,3 +40,20 @@ def within(
 
     d.addBoth(done)
     return outer
+
+
+def chain(d: Deferred[None]) -> Deferred[None]:
+    """A fresh Deferred with ``d``'s result, leaving ``d`` untouched (for as many
+    callers as ask)."""
+    out: Deferred[None] = Deferred()
+
+    def relay(result: object) -> object:
+        if isinstance(result, Failure):
+            out.errback(result)
+        else:
+            out.callback(None)
+        return result
+
+    d.addBoth(relay)
+    d.addErrback(lambda _: None)
+    return out

@@ -14,8 +14,8 @@ A :class:`Client` is the public face; the work is done by the rooms it holds (se
 
 Each connection is a fresh :class:`~txnats.connection.NatsProtocol` reporting to the
 client's parts (:class:`~txnats._hooks.ConnectionHooks`); the client survives its loss.
-The states and the transitions allowed between them are :class:`ClientState` and
-``TRANSITIONS`` (in ``_states``).
+Its lifecycle is one state object at a time (:mod:`txnats._lifecycle`: the states, what
+each holds, the moves allowed); ``Client.state`` shows it as a :class:`ClientState`.
 """
 
 from __future__ import annotations
@@ -30,14 +30,25 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txnats._args import MAX_SECONDS, check_count, check_reactor, check_timeout
+from txnats._args import MAX_SECONDS, check_reactor, check_timeout
 from txnats._connector import Connector
-from txnats._deadline import within
+from txnats._deadline import chain, within
 from txnats._hooks import ConnectionHooks
 from txnats._lameduck import Mover
+from txnats._lifecycle import (
+    MOVES,
+    ClientState,
+    Closed,
+    Closing,
+    Connected,
+    Connecting,
+    Draining,
+    New,
+    Reconnecting,
+    State,
+)
 from txnats._outbox import Publisher
 from txnats._registry import Subscriptions
-from txnats._states import TRANSITIONS, ClientState
 from txnats._turns import Listeners, Turns, call_user
 from txnats.connection import NatsProtocol
 from txnats.errors import (
@@ -63,7 +74,7 @@ from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
 from txnats.request import REPLY_ROOM, RequestMux, check_request_line, request_many
 from txnats.servers import Server, parse_servers
-from txnats.subscription import Handler, Subscription, serving
+from txnats.subscription import Handler, Subscription, check_subscribe, serving
 
 if TYPE_CHECKING:
     from txnats.jetstream import JetStreamContext
@@ -73,7 +84,6 @@ __all__ = ["DEFAULT_URL", "Client", "ClientState", "Statistics"]
 log = Logger()
 
 
-_S = ClientState
 
 
 @implementer(IClient)
@@ -107,9 +117,8 @@ class Client(Publisher):
         clock: IReactorTime = reactor  # type: ignore[assignment]
         self._clock = clock
         self.options = opts = options or Options()
-        self._state = _S.CONNECTING
-        self._proto: NatsProtocol | None = None
-        self._server: Server | None = None
+        # The lifecycle: one state object, holding what exists only in that state.
+        self._now: State = New()
         #: INFO of the server we are (or were last) connected to.
         self.server_info: dict[str, Any] = {}
         self._reconnects = 0
@@ -138,20 +147,14 @@ class Client(Publisher):
             reactor, clock, servers, opts, hooks, connected=self._connected,
             gave_up=self._gave_up, rng=rng or random.Random(),
         )
-        # Flushes made while disconnected: they wait for the next connection.
-        self._offline_flushes: list[Deferred[None]] = []
-        self._first_connect: Deferred[Client] | None = None
+        # when_closed() callers: fired once the client is Closed, whatever came before.
         self._closed_waiters: list[Deferred[None]] = []
-        self._fully_closed = False
-        self._drain_d: Deferred[None] | None = None
-        self._lame_duck_seen = False
         self._listeners: Listeners[ClientState] = Listeners(self._turns.schedule)
         self._mover = Mover(
             self._connector, self._subs, hooks, self._moving_from, self._take_over,
             self.force_reconnect, clock, opts.inbox_prefix,
         )
         self._shutdown_trigger: object = None
-        self._started = False
 
     # ================================================================== state
     @property
@@ -162,16 +165,35 @@ class Client(Publisher):
     @property
     def state(self) -> ClientState:
         """One of the :class:`ClientState` names."""
-        return self._state
+        return self._now.public
 
-    def _set_state(self, new: ClientState) -> None:
-        if new not in TRANSITIONS[self._state]:
-            raise AssertionError(f"bad transition {self._state} -> {new}")  # pragma: no cover
-        log.debug("State {old} -> {new}", old=self._state, new=new)
-        self._state = new
+    def _enter(self, new: State) -> None:
+        """Move to ``new`` (one of the moves :data:`~txnats._lifecycle.MOVES` allows);
+        listeners hear of it when what users see changes."""
+        old = self._now
+        if type(new) not in MOVES[type(old)]:
+            raise AssertionError(f"bad move {old} -> {new}")  # pragma: no cover
+        log.debug("State {old} -> {new}", old=type(old).__name__, new=type(new).__name__)
+        self._now = new
         self._update_writer()
-        if self._listeners:
-            self._listeners.notify(new)
+        if self._listeners and new.public != old.public:
+            self._listeners.notify(new.public)
+
+    @property
+    def _proto(self) -> NatsProtocol | None:
+        """The connection of the state the client is in, if it has one."""
+        now = self._now
+        if isinstance(now, (Connected, Draining, Closing)):
+            return now.proto
+        return None
+
+    @property
+    def _server(self) -> Server | None:
+        """The server the client is connected to, if it is."""
+        now = self._now
+        if isinstance(now, (Connected, Draining)):
+            return now.server
+        return None
 
     def add_status_listener(self, fn: Callable[[ClientState], object]) -> Callable[[], None]:
         """Call ``fn(state)`` after every change of :attr:`state`, and with ``CONNECTED``
@@ -187,12 +209,15 @@ class Client(Publisher):
 
     def _update_writer(self) -> None:
         """Publishes go straight to the protocol only while connected (or draining subs)."""
-        self._use_connection(self._proto, self._state in (_S.CONNECTED, _S.DRAINING_SUBS))
+        now = self._now
+        writable = isinstance(now, Connected) or (isinstance(now, Draining) and not now.pubs)
+        self._use_connection(self._proto, writable)
 
     def _publishing_refused(self) -> NatsError | None:
-        if self._state == _S.CLOSED:
+        now = self._now
+        if isinstance(now, (Closing, Closed)):
             return ConnectionClosedError("client is closed")
-        if self._state == _S.DRAINING_PUBS:
+        if isinstance(now, Draining) and now.pubs:
             return ConnectionDrainingError("client is draining")
         return None
 
@@ -206,26 +231,25 @@ class Client(Publisher):
 
     @property
     def is_connected(self) -> bool:
-        return self._state == _S.CONNECTED
+        return isinstance(self._now, Connected)
 
     @property
     def is_closed(self) -> bool:
-        return self._state == _S.CLOSED
+        return isinstance(self._now, (Closing, Closed))
 
     @property
     def is_reconnecting(self) -> bool:
-        return self._state == _S.RECONNECTING
+        return isinstance(self._now, Reconnecting)
 
     @property
     def is_draining(self) -> bool:
-        return self._state in (_S.DRAINING_SUBS, _S.DRAINING_PUBS)
+        return isinstance(self._now, Draining)
 
     @property
     def connected_url(self) -> str | None:
         """The URL of the current server, credentials redacted; None when not connected."""
-        if self._proto is None or self._server is None:
-            return None
-        return self._server.redacted
+        server = self._server
+        return None if server is None else server.redacted
 
     @property
     def client_id(self) -> int | None:
@@ -266,11 +290,11 @@ class Client(Publisher):
         Each server is tried once (or, with ``retry_on_failed_connect``, as often as
         reconnecting would). Call it once.
         """
-        if self._started:
+        now = self._now
+        if not isinstance(now, New):
             raise ConnectError("the client was started already")
-        self._started = True
         d: Deferred[Client] = Deferred()
-        self._first_connect = d
+        self._enter(Connecting(d, now.flushes))
         # Close cleanly when the reactor stops (task.react ending, Ctrl-C), instead of
         # seeing the socket die and trying to reconnect during shutdown.
         add = getattr(self._reactor, "addSystemEventTrigger", None)
@@ -289,15 +313,12 @@ class Client(Publisher):
 
     def _connected(self, proto: NatsProtocol, server: Server) -> None:
         """A connection's handshake is done (first connection, or a reconnection)."""
-        if self._state == _S.CLOSED:
-            proto.abort()
+        before = self._now
+        if not isinstance(before, (Connecting, Reconnecting)):
+            proto.abort()  # (closed meanwhile)
             return
-        reconnected = self._state == _S.RECONNECTING
-        self._proto = proto
-        self._set_state(_S.CONNECTED)
-        self._server = server
-        self._lame_duck_seen = False
-        self._adopt(proto)
+        self._enter(Connected(proto, server))
+        self._adopt(proto, first=isinstance(before, Connecting))
         log.info("Connected to {url}", url=server)
         # Subscriptions first, then what was published while disconnected.
         frames = self._subs.frames()
@@ -307,31 +328,31 @@ class Client(Publisher):
             proto.write_many(frames, sum(len(f) for f in frames))
         if refused.msgs:
             self._report_refused(refused)
-        for waiter in self._offline_flushes:
+        for waiter in before.flushes:
             proto.ping().chainDeferred(waiter)
-        self._offline_flushes = []
         self._outbound_drained()
-        if self._first_connect is not None:
-            first, self._first_connect = self._first_connect, None
-            first.callback(self)
-        if reconnected:
+        if isinstance(before, Connecting):
+            before.first.callback(self)
+        else:
             self._reconnects += 1
             self._callback("reconnected", self.options.reconnected_cb)
         if proto.info.get("ldm"):
             self._info_received(proto.info)
 
-    def _adopt(self, proto: NatsProtocol) -> None:
-        """Take the INFO and limits of the server ``proto`` is connected to."""
+    def _adopt(self, proto: NatsProtocol, first: bool = False) -> None:
+        """Take the INFO and limits of the server ``proto`` is connected to (on the
+        ``first`` connection, the servers it announces are not new to report)."""
         self.server_info = proto.info
         self._adopt_limits(proto)
-        self._merge_discovered(proto.info)
+        self._merge_discovered(proto.info, report=not first)
 
-    def _merge_discovered(self, info: dict[str, Any]) -> None:
+    def _merge_discovered(self, info: dict[str, Any], report: bool = True) -> None:
         urls = info.get("connect_urls")
-        if not urls or self.options.ignore_discovered_servers or self._server is None:
+        server = self._server
+        if not urls or self.options.ignore_discovered_servers or server is None:
             return
-        new = self._connector.merge_discovered(urls, self._server)
-        if new and self._first_connect is None:
+        new = self._connector.merge_discovered(urls, server)
+        if new and report:
             self._callback(
                 "discovered_servers",
                 self.options.discovered_servers_cb,
@@ -345,12 +366,13 @@ class Client(Publisher):
         if isinstance(mp, int):
             self._set_max_payload(mp)
         self._merge_discovered(info)
-        if info.get("ldm") and not self._lame_duck_seen:
-            self._lame_duck_seen = True
+        now = self._now
+        if info.get("ldm") and isinstance(now, Connected) and not now.lame_duck_seen:
+            now.lame_duck_seen = True
             log.info("Server {url} entered lame duck mode", url=self.connected_url)
             self._callback("lame_duck", self.options.lame_duck_cb)
             if self.options.allow_reconnect and len(self._connector.pool) > 1:
-                self._turns.schedule(self._mover.start, self._server)
+                self._turns.schedule(self._mover.start, now.server)
 
     def _server_error(self, error: ServerError) -> None:
         if isinstance(error, PermissionViolationError) and error.operation == "subscribe":
@@ -360,34 +382,33 @@ class Client(Publisher):
         self._report(error)
 
     def _connection_lost(self, proto: NatsProtocol, reason: NatsError) -> None:
+        now = self._now
         if proto is not self._proto:
             return
-        self._proto = None
-        self._update_writer()
         self._subs.connection_gone()
-        state = self._state
-        if state == _S.CLOSED:
+        if isinstance(now, Closing):
             if proto.established:
                 self._callback("disconnected", self.options.disconnected_cb, reason)
             self._finish_close()
             return
+        assert isinstance(now, (Connected, Draining))
+        server = now.server
         self._connector.last_error = reason
         self._mover.cancel()
-        log.info("Disconnected from {url}: {reason}", url=self._server, reason=str(reason))
+        log.info("Disconnected from {url}: {reason}", url=server, reason=str(reason))
         self._callback("disconnected", self.options.disconnected_cb, reason)
-        if state == _S.CONNECTED and self.options.allow_reconnect:
+        if isinstance(now, Connected) and self.options.allow_reconnect:
             # Publishes accepted but never handed to the socket are kept, ahead of
             # anything published from now on (even past reconnect_buffer_size: they were
             # accepted); flushes wait for the next connection (or their timeout).
             self._reconnect_buf.prepend(proto.take_unsent_publishes())
-            self._offline_flushes[:0] = proto.take_pending_pings()
+            self._enter(Reconnecting(server, proto.take_pending_pings()))
             # wait_for_room() returns at once while disconnected: so do those pending now.
             self._outbound_drained()
             # The first retry goes to another server: servers discovered while connected
             # were appended behind the lost one, which would otherwise be dialled first
             # (and a frozen one answers the dial, then nothing until connect_timeout).
-            self._connector.to_back(self._server)
-            self._set_state(_S.RECONNECTING)
+            self._connector.to_back(server)
             self._connector.schedule()
         else:
             self._do_close(reason)
@@ -403,23 +424,23 @@ class Client(Publisher):
     # ------------------------------------------------------------------ lame duck
     def _moving_from(self) -> NatsProtocol | None:
         """The connection a lame-duck move leaves (None: not connected, do not move)."""
-        return self._proto if self._state == _S.CONNECTED else None
+        now = self._now
+        return now.proto if isinstance(now, Connected) else None
 
     def _take_over(self, new: NatsProtocol, server: Server) -> None:
         """Make ``new`` (connected to ``server``) the client's connection (lame duck)."""
-        lost = self._server
-        self._proto = new
-        self._server = server
+        old = self._now
+        assert isinstance(old, Connected)
+        self._now = Connected(new, server)  # (the same state: listeners hear CONNECTED below)
         self._connector.connected_to(server)
-        self._lame_duck_seen = False
         self._adopt(new)
         self._update_writer()
-        self._connector.to_back(lost)
+        self._connector.to_back(old.server)
         self._subs.apply_backpressure(new)
         self._reconnects += 1
         log.info("Moved to {url}", url=server)
         self._callback("reconnected", self.options.reconnected_cb)
-        self._listeners.notify(_S.CONNECTED)
+        self._listeners.notify(ClientState.CONNECTED)
         self._outbound_drained()
         if new.info.get("ldm"):
             self._info_received(new.info)
@@ -429,8 +450,9 @@ class Client(Publisher):
 
         What was already published is sent to the old server before it is closed.
         """
-        if self._state == _S.CONNECTED and self._proto is not None:
-            self._proto.close(ConnectError("reconnect requested"))
+        now = self._now
+        if isinstance(now, Connected):
+            now.proto.close(ConnectError("reconnect requested"))
 
     # ================================================================== subscribing
     def subscribe(
@@ -459,24 +481,13 @@ class Client(Publisher):
         callable, :class:`InvalidArgumentError` for a limit or count below 1,
         :class:`ConnectionClosedError` or :class:`ConnectionDrainingError`.
         """
-        if handler is not None and not callable(handler):
-            raise InvalidArgumentTypeError(
-                f"handler must be callable, not {type(handler).__name__} {handler!r}"
-                + (" (the queue group is a keyword argument: queue=...)"
-                   if isinstance(handler, str) else "")
-            )
-        concurrency = check_count("concurrency", concurrency)
-        if max_msgs is not None:
-            check_count("max_msgs", max_msgs)
-        if pending_msgs_limit is None:
-            pending_msgs_limit = self.options.pending_msgs_limit
-        else:
-            check_count("pending_msgs_limit", pending_msgs_limit)
-        if pending_bytes_limit is None:
-            pending_bytes_limit = self.options.pending_bytes_limit
-        else:
-            check_count("pending_bytes_limit", pending_bytes_limit)
-        if self._state == _S.CLOSED:
+        pending_msgs_limit, pending_bytes_limit = check_subscribe(
+            handler, max_msgs, concurrency,
+            self.options.pending_msgs_limit if pending_msgs_limit is None else pending_msgs_limit,
+            self.options.pending_bytes_limit if pending_bytes_limit is None
+            else pending_bytes_limit,
+        )
+        if self.is_closed:
             raise ConnectionClosedError("client is closed")
         if self.is_draining:
             raise ConnectionDrainingError("client is draining")
@@ -560,7 +571,7 @@ class Client(Publisher):
                 check_request_line(subj, prefix, size, hdr, self._max_line)
         except NatsError as e:
             return fail(e)
-        if self._state == _S.CLOSED:
+        if self.is_closed:
             return fail(ConnectionClosedError("client is closed"))
         if mux is None:
             try:
@@ -611,14 +622,14 @@ class Client(Publisher):
             timeout = check_timeout("timeout", timeout)
         except NatsError as e:
             return fail(e)
-        if self._state == _S.CLOSED:
+        now = self._now
+        if isinstance(now, (Closing, Closed)):
             return fail(ConnectionClosedError("client is closed"))
-        proto = self._proto
-        if proto is not None:
-            d = proto.ping()
+        if isinstance(now, (New, Connecting, Reconnecting)):
+            d: Deferred[None] = Deferred()
+            now.flushes.append(d)
         else:
-            d = Deferred()
-            self._offline_flushes.append(d)
+            d = now.proto.ping()
         if timeout is None:
             return d
         expired = f"no PONG within {timeout}s"
@@ -640,27 +651,28 @@ class Client(Publisher):
         client's handlers (or a coroutine it started), it starts the drain and fires at
         once: waiting would wait for that very handler.
         """
-        state = self._state
-        if state == _S.CLOSED:
+        now = self._now
+        if isinstance(now, (Closing, Closed)):
             return self.when_closed()
         caller = serving()
         if caller is not None and self._subs.owns(caller):
             # From inside one of our handlers: waiting would wait for that very handler
             # (until drain_timeout). The drain starts (or goes on); this fires now.
-            if self._drain_d is None:
+            if not isinstance(now, Draining):
                 self._start_drain()
             return succeed(None)
-        if self._drain_d is not None:
-            return _chain(self._drain_d)
+        if isinstance(now, Draining):
+            return chain(now.result)
         return self._start_drain()
 
     def _start_drain(self) -> Deferred[None]:
-        if self._state != _S.CONNECTED or self._proto is None:
+        now = self._now
+        if not isinstance(now, Connected):
             return self.close()
-        self._set_state(_S.DRAINING_SUBS)
         result: Deferred[None] = Deferred()
-        self._drain_d = result
-        proto = self._proto
+        draining = Draining(now.proto, now.server, result)
+        self._enter(draining)
+        proto = now.proto
         # Reply inboxes stay until the requests they answer have ended (see subs_done).
         mux, later = self._mux, set(self._reply_inboxes)
         if mux is not None:
@@ -672,9 +684,9 @@ class Client(Publisher):
             return DeferredList(ended)
 
         def subs_done(_: object) -> Deferred[None] | None:
-            if self._state != _S.DRAINING_SUBS:
+            if self._now is not draining:
                 return None
-            self._set_state(_S.DRAINING_PUBS)
+            self._enter(Draining(draining.proto, draining.server, result, pubs=True))
             # Requests already sent get their answer (or time out); then flush, close.
             waits = [s.when_ended() for s in self._subs.all() if s.sid in self._reply_inboxes]
             if self._mux is not None:
@@ -703,7 +715,7 @@ class Client(Publisher):
 
         timer = self._clock.callLater(self.options.drain_timeout, expire)
         proto.ping().addCallback(subs_flushed).addCallback(subs_done).addBoth(finished)
-        return _chain(result)
+        return chain(result)
 
     # ================================================================== closing
     def close(self) -> Deferred[None]:
@@ -714,25 +726,29 @@ class Client(Publisher):
         are discarded (use :meth:`drain` to handle them first). No handler of the
         client runs after this fires.
         """
-        if self._state != _S.CLOSED:
-            self._do_close(None)
+        self._do_close(None)
         return self.when_closed()
 
     def _do_close(self, reason: NatsError | None) -> None:
-        if self._state == _S.CLOSED:
+        """Close (the user asked, the connection was lost for good, or no server is
+        left): end everything the state held, then the connection."""
+        now = self._now
+        if isinstance(now, (Closing, Closed)):
             return
-        self._set_state(_S.CLOSED)
+        proto = self._proto
+        if proto is not None and not proto.lost:
+            self._enter(Closing(proto))  # _connection_lost() finishes the close
+        else:
+            self._enter(Closed())
         self._mover.close()
         self._connector.cancel()
         closed = ConnectionClosedError("client closed" + (f": {reason}" if reason else ""))
-        if self._first_connect is not None:
-            fc, self._first_connect = self._first_connect, None
-            fc.errback(reason if reason is not None else closed)
+        if isinstance(now, Connecting):
+            now.first.errback(reason if reason is not None else closed)
         # (Pending requests fail as the request inbox subscription ends here.)
         self._subs.close_all(closed)
-        for waiter in self._offline_flushes:
+        for waiter in now.flushes if isinstance(now, (New, Connecting, Reconnecting)) else ():
             waiter.errback(closed)
-        self._offline_flushes = []
         self._fail_room_waiters(closed)
         buf = self._reconnect_buf
         if buf.bytes:
@@ -743,24 +759,20 @@ class Client(Publisher):
             log.warn("{error}", error=str(lost))
             self._report(lost)
         buf.clear()
-        proto = self._proto
         if proto is not None and not proto.lost:
-            proto.close()  # _connection_lost() finishes the close
+            proto.close()
         else:
-            self._proto = None
             self._finish_close()
 
     def _finish_close(self) -> None:
-        if self._fully_closed:
-            return
-        self._fully_closed = True
+        """The socket is gone: the client is Closed; tell who waits."""
+        if not isinstance(self._now, Closed):
+            self._enter(Closed())
         trigger, self._shutdown_trigger = self._shutdown_trigger, None
         if trigger is not None:
             remove = getattr(self._reactor, "removeSystemEventTrigger", None)
             if remove is not None:
                 remove(trigger)
-        self._proto = None
-        self._update_writer()
         log.info("Closed")
         self._callback("closed", self.options.closed_cb)
         waiters = self._closed_waiters
@@ -771,27 +783,11 @@ class Client(Publisher):
     def when_closed(self) -> Deferred[None]:
         """A fresh Deferred that fires once the client is closed and its socket gone."""
         d: Deferred[None] = Deferred()
-        if self._fully_closed:
+        if isinstance(self._now, Closed):
             self._turns.schedule(d.callback, None)
         else:
             self._closed_waiters.append(d)
         return d
 
     def __repr__(self) -> str:
-        return f"<txnats.Client {self._state} {self.connected_url or ''}>"
-
-
-def _chain(d: Deferred[None]) -> Deferred[None]:
-    """A fresh Deferred with ``d``'s result, leaving ``d`` untouched."""
-    out: Deferred[None] = Deferred()
-
-    def relay(result: object) -> object:
-        if isinstance(result, Failure):
-            out.errback(result)
-        else:
-            out.callback(None)
-        return result
-
-    d.addBoth(relay)
-    d.addErrback(lambda _: None)
-    return out
+        return f"<txnats.Client {self.state} {self.connected_url or ''}>"

@@ -30,6 +30,7 @@ from txnats.errors import (
     DrainTimeoutError,
     HandlerError,
     InvalidArgumentError,
+    InvalidArgumentTypeError,
     NatsError,
     SlowConsumerError,
     SubscriptionClosedError,
@@ -38,7 +39,9 @@ from txnats.interfaces import Handler, ISubscription
 from txnats.protocol.events import Msg
 from txnats.protocol.headers import HeaderInput
 
-__all__ = ["Handler", "Responder", "Subscription", "SubscriptionHost", "serving"]
+__all__ = [
+    "Handler", "Responder", "Subscription", "SubscriptionHost", "check_subscribe", "serving",
+]
 
 #: Internals of other objects this module uses, declared by the Protocols below.
 HOUSE_PRIVATE_OK = {"_client"}
@@ -98,6 +101,31 @@ class SubscriptionHost(Protocol):
 #: The subscription whose handler is running (set for a turn; coroutines and
 #: inlineCallbacks started by a handler keep it in their copy of the context).
 _serving: ContextVar[Subscription | None] = ContextVar("txnats_serving", default=None)
+
+
+def check_subscribe(
+    handler: object, max_msgs: int | None, concurrency: int,
+    pending_msgs_limit: int, pending_bytes_limit: int,
+) -> tuple[int, int]:
+    """Check ``subscribe()``'s arguments; return the pending limits.
+
+    :raises InvalidArgumentTypeError: a handler that is not callable (a string: the
+        queue group given in its place, as nats-py's order has it).
+    :raises InvalidArgumentError: a count or limit below 1.
+    """
+    if handler is not None and not callable(handler):
+        raise InvalidArgumentTypeError(
+            f"handler must be callable, not {type(handler).__name__} {handler!r}"
+            + (" (the queue group is a keyword argument: queue=...)"
+               if isinstance(handler, str) else "")
+        )
+    check_count("concurrency", concurrency)
+    if max_msgs is not None:
+        check_count("max_msgs", max_msgs)
+    return (
+        check_count("pending_msgs_limit", pending_msgs_limit),
+        check_count("pending_bytes_limit", pending_bytes_limit),
+    )
 
 
 def serving() -> Subscription | None:
