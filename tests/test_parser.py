@@ -1191,7 +1191,7 @@ class MsgConstructionTests(SynchronousTestCase):
         for m in msgs:
             unset = [name for name in sorted(self._slots()) if not hasattr(m, name)]
             self.assertEqual(unset, [], repr(m))
-            self.assertIsNone(m._client)
+            self.assertIsNone(m._respond)
 
 
 class SansIOTests(SynchronousTestCase):

@@ -126,7 +126,8 @@ class Mover:
             return
         old.handler = retired(self._live)
         kept = []
-        for sid, sub in self._subs.by_sid.items():
+        for sub in self._subs.all():
+            sid = sub.sid
             if sub.subject.startswith(self._inboxes):
                 kept.append(sid)
             else:

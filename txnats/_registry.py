@@ -6,32 +6,17 @@ mailboxes, and what a subscription asks of its client (a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from txnats.connection import NatsProtocol
-from txnats.errors import ConnectionClosedError, NatsError, PermissionViolationError
+from txnats.errors import ConnectionClosedError, PermissionViolationError
 from txnats.protocol.commands import encode_sub, encode_unsub
-from txnats.protocol.events import Msg
-from txnats.subscription import Responder, Subscription
+from txnats.protocol.events import Msg, Respond
+from txnats.subscription import Control, Subscription
 
 __all__ = ["Subscriptions"]
-
-#: The subscription internals this module uses, declared by :class:`_Mailbox`.
-HOUSE_PRIVATE_OK = {"_enqueue", "_input_done", "_close", "_finish", "_begin_drain"}
-
-
-class _Mailbox(Protocol):
-    """What the registry calls on a :class:`Subscription` (not part of its public API)."""
-
-    def _enqueue(self, msg: Msg) -> None: ...
-    def _input_done(self) -> None: ...
-    def _close(self, reason: NatsError) -> None: ...
-    def _finish(self, reason: NatsError) -> None: ...
-    def _begin_drain(self) -> None: ...
-
 
 class Subscriptions:
     """One client's subscriptions (the host every one of them talks to)."""
@@ -41,7 +26,7 @@ class Subscriptions:
         clock: IReactorTime,
         schedule: Callable[..., None],
         report: Callable[[Exception], None],
-        responder: Responder,
+        responder: Respond,
         current: Callable[[], NatsProtocol | None],
     ) -> None:
         #: The clock subscriptions time their waits with.
@@ -53,11 +38,13 @@ class Subscriptions:
         #: What a delivered message's ``respond()`` publishes through.
         self.responder = responder
         self._current = current
-        #: Live subscriptions by sid.
-        self.by_sid: dict[int, Subscription] = {}
+        #: Live subscriptions by sid, as the controls each handed over when it was made.
+        self.by_sid: dict[int, Control] = {}
         #: Subscriptions out of the registry (unsubscribed, drained, at max_msgs) that
         #: have not ended yet: their mailboxes may still hold messages.
-        self.ending: dict[int, Subscription] = {}
+        self.ending: dict[int, Control] = {}
+        # Who wants to hear of each message a subscription drops (the request inbox).
+        self._drop_watchers: dict[int, Callable[[Msg], None]] = {}
         self._last_sid = 0
         # Back-pressure subscriptions whose mailbox is full (reading is paused).
         self._blocked: set[int] = set()
@@ -69,32 +56,47 @@ class Subscriptions:
         """The sid the next subscription will get (taken by :meth:`add`)."""
         return self._last_sid + 1
 
-    def add(self, sub: Subscription) -> None:
-        self._last_sid = sub.sid
-        self.by_sid[sub.sid] = sub
+    def add(self, control: Control) -> None:
+        """A new subscription registers itself, with the controls it is driven by."""
+        sid = control.sub.sid
+        self._last_sid = sid
+        self.by_sid[sid] = control
 
     def all(self) -> list[Subscription]:
-        return list(self.by_sid.values())
+        """The live subscriptions."""
+        return [c.sub for c in self.by_sid.values()]
+
+    def _control(self, sub: Subscription) -> Control | None:
+        """``sub``'s controls, if it is still this registry's."""
+        c = self.by_sid.get(sub.sid) or self.ending.get(sub.sid)
+        return c if c is not None and c.sub is sub else None
+
+    def watch_drops(self, sub: Subscription, fn: Callable[[Msg], None]) -> None:
+        """Call ``fn(msg)`` for each message ``sub`` drops over its pending limits."""
+        self._drop_watchers[sub.sid] = fn
 
     # ------------------------------------------------------------------ delivery
     def deliver(self, msgs: list[Msg]) -> None:
         """Put messages in their subscriptions' mailboxes (called while parsing)."""
-        subs = self.by_sid
+        controls = self.by_sid
         nbytes = 0
         last_sid = -1
-        sub: Subscription | None = None
+        c: Control | None = None
         for msg in msgs:
             nbytes += len(msg.data)
             sid = msg.sid
             if sid != last_sid:
-                sub = subs.get(sid)
+                # A run of messages for one subscription: look it up once.
+                c = controls.get(sid)
                 last_sid = sid
-            if sub is None:
+                if c is not None:
+                    enqueue, sub = c.enqueue, c.sub
+            if c is None:
                 continue  # late message for a subscription that already ended
-            sub._enqueue(msg)
+            enqueue(msg)
             mx = sub.max_msgs
             if mx is not None and sub.received >= mx:
-                sub._input_done()
+                c.input_done()
                 last_sid = -1  # it is gone from the registry now
         self.in_msgs += len(msgs)
         self.in_bytes += nbytes
@@ -102,7 +104,7 @@ class Subscriptions:
     def frames(self) -> list[bytes]:
         """SUB (and UNSUB with what is left of max_msgs) for every live subscription."""
         frames = []
-        for sub in self.by_sid.values():
+        for sub in self.all():
             frames.append(encode_sub(sub.subject, sub.sid, sub.queue))
             if sub.max_msgs is not None:
                 frames.append(encode_unsub(sub.sid, sub.max_msgs - sub.received))
@@ -110,11 +112,12 @@ class Subscriptions:
 
     def refused(self, error: PermissionViolationError) -> None:
         """The server refused a subscription: end the ones it names."""
-        for sub in list(self.by_sid.values()):
+        for c in list(self.by_sid.values()):
+            sub = c.sub
             if sub.subject == error.subject and (
                 f'"{sub.queue}"' in error.server_message if sub.queue else True
             ):
-                self.schedule(sub._finish, error)
+                self.schedule(c.finish, error)
 
     def begin_drain(
         self, proto: NatsProtocol, later: frozenset[int] = frozenset()
@@ -126,40 +129,53 @@ class Subscriptions:
         Returns them, and a Deferred per subscription to wait for (those already
         ending included), each fired when it has ended.
         """
-        subs = [s for s in self.by_sid.values() if s.sid not in later]
-        ending = [s for s in self.ending.values() if s.sid not in later]
-        ended = [s.when_ended() for s in [*subs, *ending]]
-        for s in subs:
-            s._begin_drain()
-            proto.write(encode_unsub(s.sid))
-        return subs, ended
+        live = [c for sid, c in self.by_sid.items() if sid not in later]
+        ending = [c for sid, c in self.ending.items() if sid not in later]
+        ended = [c.sub.when_ended() for c in [*live, *ending]]
+        for c in live:
+            c.begin_drain()
+            proto.write(encode_unsub(c.sub.sid))
+        return [c.sub for c in live], ended
 
     def input_done(self, subs: list[Subscription]) -> None:
         """The server has seen the drain's UNSUBs: no more input for ``subs``."""
         for sub in subs:
-            sub._input_done()
+            c = self._control(sub)
+            if c is not None:
+                c.input_done()
 
     def close_all(self, reason: ConnectionClosedError) -> None:
         """End every subscription not ended yet, discarding what it holds."""
-        for sub in [*self.by_sid.values(), *self.ending.values()]:
-            sub._close(reason)
+        for c in [*self.by_sid.values(), *self.ending.values()]:
+            c.close(reason)
         self.by_sid.clear()
         self.ending.clear()
+        self._drop_watchers.clear()
 
     # ------------------------------------------------------------------ SubscriptionHost
     def forget(self, sub: Subscription) -> None:
         """``sub`` gets no more messages; until it has ended it stays in :attr:`ending`
         (a close must end it too: its mailbox may still hold messages)."""
-        if self.by_sid.get(sub.sid) is sub:
-            del self.by_sid[sub.sid]
+        c = self._control(sub)
+        if c is None:
+            return
+        sid = sub.sid
+        self.by_sid.pop(sid, None)
         if sub.is_active:
-            self.ending[sub.sid] = sub
-        elif self.ending.get(sub.sid) is sub:
-            del self.ending[sub.sid]
+            self.ending[sid] = c
+        else:
+            self.ending.pop(sid, None)
+            self._drop_watchers.pop(sid, None)
+
+    def dropped(self, sub: Subscription, msg: Msg) -> None:
+        """``sub`` dropped ``msg`` over its pending limits: tell who watches."""
+        watcher = self._drop_watchers.get(sub.sid)
+        if watcher is not None:
+            watcher(msg)
 
     def owns(self, sub: Subscription) -> bool:
         """True for a subscription of this client that has not ended."""
-        return self.by_sid.get(sub.sid) is sub or self.ending.get(sub.sid) is sub
+        return self._control(sub) is not None
 
     def send_unsub(self, sub: Subscription, max_msgs: int | None) -> None:
         proto = self._current()
@@ -167,14 +183,17 @@ class Subscriptions:
             proto.write(encode_unsub(sub.sid, max_msgs))
 
     def drain_subscription(self, sub: Subscription) -> None:
+        c = self._control(sub)
+        if c is None:
+            return
         proto = self._current()
         if proto is None:
-            sub._input_done()
+            c.input_done()
             return
         proto.write(encode_unsub(sub.sid))
         proto.ping().addCallbacks(
-            lambda _: sub._input_done(),
-            lambda f: sub._close(ConnectionClosedError("connection lost while draining")),
+            lambda _: c.input_done(),
+            lambda f: c.close(ConnectionClosedError("connection lost while draining")),
         )
 
     def backpressure(self, sub: Subscription, full: bool) -> None:

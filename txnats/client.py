@@ -131,7 +131,7 @@ class Client(Publisher):
         # in max_control_line; a longer one has its request's line checked exactly.
         self._request_room = opts.max_control_line - REPLY_ROOM - len(opts.inbox_prefix)
         self._subs = Subscriptions(
-            clock, self._turns.schedule, self._report, self, lambda: self._proto
+            clock, self._turns.schedule, self._report, self._respond, lambda: self._proto
         )
         self._mux: RequestMux | None = None
         # The sids of request_many()'s inboxes while they gather (a drain waits for them).
@@ -505,7 +505,6 @@ class Client(Publisher):
             concurrency=concurrency,
             backpressure=backpressure,
         )
-        self._subs.add(sub)
         proto = self._proto
         if proto is not None:
             proto.write(frame)
@@ -575,7 +574,10 @@ class Client(Publisher):
             return fail(ConnectionClosedError("client is closed"))
         if mux is None:
             try:
-                mux = self._mux = RequestMux(self, f"{self.new_inbox()}.")
+                mux = self._mux = RequestMux(
+                    self, f"{self.new_inbox()}.", watch_drops=self._subs.watch_drops,
+                    ended=self._mux_ended,
+                )
             except NatsError as e:
                 return fail(e)
         reply, d = mux.new_reply(subject, timeout)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IDelayedCall
@@ -37,21 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["REPLY_ROOM", "RequestMux", "check_request_line", "is_no_responders", "request_many"]
 
-#: The internals of the client and of the inbox subscription this module uses,
-#: declared by :class:`_MuxOwner` and :class:`_DropHooked`.
-HOUSE_PRIVATE_OK = {"_mux_ended", "_on_drop"}
-
-
-class _MuxOwner(Protocol):
-    """The client that owns a :class:`RequestMux` (told when its inbox ends)."""
-
-    def _mux_ended(self, mux: RequestMux) -> None: ...
-
-
-class _DropHooked(Protocol):
-    """A subscription that reports each message it drops (the inbox's pending limits)."""
-
-    _on_drop: Callable[[Msg], None] | None
 
 #: Pending limits of the shared inbox subscription: large, since every request's
 #: response passes through it.
@@ -95,10 +80,26 @@ class _Pending:
 
 
 class RequestMux:
-    """Owned by a client; created on its first request."""
+    """Owned by a client; created on its first request.
 
-    def __init__(self, client: Client, prefix: str) -> None:
+    :param client: the client it makes requests on.
+    :param prefix: the inbox prefix of the reply subjects (ends with a dot).
+    :param watch_drops: ``watch_drops(sub, fn)`` makes ``sub`` call ``fn(msg)`` for each
+        message it drops over its pending limits (the client's registry).
+    :param ended: told (with this mux) when the inbox has ended: the next request
+        makes a new one.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        prefix: str,
+        *,
+        watch_drops: Callable[[Subscription, Callable[[Msg], None]], None],
+        ended: Callable[[RequestMux], None],
+    ) -> None:
         self._client = client
+        self._ended_cb = ended
         self._clock = client.clock
         #: Reply subjects are ``prefix + token``; ``prefix`` ends with a dot.
         self.prefix = prefix
@@ -119,8 +120,7 @@ class RequestMux:
             pending_msgs_limit=MUX_PENDING_MSGS,
             pending_bytes_limit=MUX_PENDING_BYTES,
         )
-        hooked: _DropHooked = self.subscription
-        hooked._on_drop = self._on_drop
+        watch_drops(self.subscription, self._on_drop)
         self.subscription.when_ended().addCallback(self._ended)
 
     def __len__(self) -> int:
@@ -227,8 +227,7 @@ class RequestMux:
     def _ended(self, _: object) -> None:
         """The inbox subscription ended (refused by the server, or the client closed)."""
         reason = self.subscription.end_reason
-        owner: _MuxOwner = self._client
-        owner._mux_ended(self)
+        self._ended_cb(self)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

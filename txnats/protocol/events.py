@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from txnats.errors import NoReplySubjectError
 from txnats.protocol.headers import HeaderInput, Headers
 
 __all__ = [
-    "OK", "PING", "PONG", "BadHeaders", "Err", "Event", "Info", "Msg", "Ok", "Ping", "Pong",
+    "OK",
+    "PING",
+    "PONG",
+    "BadHeaders",
+    "Err",
+    "Event",
+    "Info",
+    "Msg",
+    "Ok",
+    "Ping",
+    "Pong",
+    "Respond",
 ]
 
-# Msg.respond calls the _Publisher protocol's private hook on the bound client.
-HOUSE_PRIVATE_OK = {"_respond"}
-
-
-class _Publisher(Protocol):
-    def _respond(self, reply: str, data: bytes, headers: HeaderInput | None) -> None: ...
+#: What a delivered message's ``respond()`` publishes with: ``respond(reply, data,
+#: headers)``, the client's (set on each message as it is delivered).
+Respond = Callable[[str, bytes, "HeaderInput | None"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +80,7 @@ class Msg:
     reply subject or ``None``, ``sid`` the id of the subscription it arrived on.
     """
 
-    __slots__ = ("_client", "data", "headers", "reply", "sid", "subject")
+    __slots__ = ("_respond", "data", "headers", "reply", "sid", "subject")
 
     # The one place that sets a Msg's slots: every slot, every time. The parser's fast
     # path calls it as a plain function on ``object.__new__(Msg)``, skipping only the
@@ -91,7 +100,7 @@ class Msg:
         self.data = data
         self.headers = headers
         self.sid = sid
-        self._client: _Publisher | None = None
+        self._respond: Respond | None = None
 
     def respond(self, data: bytes = b"", headers: HeaderInput | None = None) -> None:
         """Publish ``data`` to this message's reply subject.
@@ -100,9 +109,9 @@ class Msg:
         """
         if not self.reply:
             raise NoReplySubjectError(f"message on {self.subject!r} has no reply subject")
-        if self._client is None:
+        if self._respond is None:
             raise NoReplySubjectError("message is not bound to a client")
-        self._client._respond(self.reply, data, headers)
+        self._respond(self.reply, data, headers)
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."

@@ -15,7 +15,7 @@ Lookups are case-sensitive, as in nats.go and the ADR.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Protocol, Union
+from typing import Union
 
 from txnats.errors import BadHeaderError, ProtocolError
 
@@ -64,16 +64,6 @@ def _check_value(name: str, value: str) -> None:
             raise BadHeaderError(f"value of header {name!r} cannot be encoded") from None
 
 
-class _ItemList(Protocol):
-    """Another :class:`Headers`' pairs, read by this module's encoder and decoder."""
-
-    _items: list[tuple[str, str]]
-
-
-#: Read on other Headers objects here (copy, compare, encode), declared by _ItemList.
-HOUSE_PRIVATE_OK = {"_items"}
-
-
 class Headers(MutableMapping[str, str]):
     """An ordered multi-map of header names to values, plus an optional status line.
 
@@ -97,15 +87,17 @@ class Headers(MutableMapping[str, str]):
         *,
         status: int | None = None,
         description: str | None = None,
+        _checked: list[tuple[str, str]] | None = None,
     ) -> None:
-        self._items: list[tuple[str, str]] = []
+        # (_checked: pairs this module's parser has checked already, taken as they are.)
+        self._items: list[tuple[str, str]] = [] if _checked is None else _checked
         self.status = status
         self.description = description
         self.raw: bytes | None = None
         if items is None:
             return
         if isinstance(items, Headers):
-            self._items = list(items._items)
+            self._items = items.multi_items()
             self.raw = items.raw
             if status is None:
                 self.status = items.status
@@ -185,7 +177,7 @@ class Headers(MutableMapping[str, str]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Headers):
             return (
-                self._items == other._items
+                self._items == other.multi_items()
                 and self.status == other.status
                 and self.description == other.description
                 and self.raw == other.raw
@@ -214,9 +206,9 @@ def encode_headers(headers: HeaderInput) -> bytes:
     carried; nothing is returned in that case.
     """
     if isinstance(headers, Headers):
-        if headers.raw is not None and not headers._items and headers.status is None:
+        if headers.raw is not None and not headers and headers.status is None:
             return headers.raw  # relayed as it came, as the server relays it
-        pairs: Iterable[tuple[str, str]] = headers._items
+        pairs: Iterable[tuple[str, str]] = headers.multi_items()
         first = _HEADER_LINE_STR
         if headers.status is not None:
             status = int(headers.status)
@@ -258,7 +250,8 @@ def parse_headers(block: bytes) -> Headers:
         text = block[:-4].decode("utf-8", "surrogateescape")
     lines = text.split("\r\n")
     first = lines[0]
-    h = Headers()
+    status: int | None = None
+    description: str | None = None
     if "\r" in first or "\n" in first:
         raise ProtocolError("bare CR or LF in header block")
     rest = first[len(_HEADER_LINE_STR):]
@@ -270,10 +263,9 @@ def parse_headers(block: bytes) -> Headers:
             code, _, desc = rest.partition(" ")
             if len(code) != 3 or not code.isdigit() or not code.isascii():
                 raise ProtocolError(f"malformed status in header line {first!r}")
-            h.status = int(code)
-            desc = desc.strip()
-            h.description = desc or None
-    items = h._items
+            status = int(code)
+            description = desc.strip() or None
+    items: list[tuple[str, str]] = []
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if not sep or not name:
@@ -285,17 +277,17 @@ def parse_headers(block: bytes) -> Headers:
             if o < 33 or o > 126:
                 raise ProtocolError(f"malformed header name {name!r}")
         items.append((name, value.strip(" \t")))
-    return h
+    return Headers(status=status, description=description, _checked=items)
 
 
 def salvage_headers(block: bytes) -> Headers:
     """The well-formed ``Name: value`` lines of a header block that does not parse as a
     whole, the rest skipped: for reading the server's own headers (Direct Get's
     ``Nats-*``) out of a block where it joined them to a publisher's malformed ones."""
-    h = Headers()
+    items: list[tuple[str, str]] = []
     text = block.decode("utf-8", "surrogateescape")
     for line in text.split("\r\n")[1:]:
         name, sep, value = line.partition(":")
         if sep and name and all(33 <= ord(ch) <= 126 for ch in name) and "\n" not in line:
-            h._items.append((name, value.strip(" \t")))
-    return h
+            items.append((name, value.strip(" \t")))
+    return Headers(_checked=items)
