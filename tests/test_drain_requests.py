@@ -13,6 +13,7 @@ closes. A request made after publishes are refused fails at once with
 
 from __future__ import annotations
 
+import gc
 import re
 
 from twisted.internet.defer import Deferred, gatherResults
@@ -168,6 +169,27 @@ class DrainUnitTests(ClientTestMixin, unittest.SynchronousTestCase):
         self.server.lose()
         self.clock.advance(0)
         self.successResultOf(drained)
+
+    def test_drain_timeout_answers_once(self) -> None:
+        """A drain that times out waiting for an unsubscribed subscription's unread
+        messages fails with DrainTimeoutError once: the close it makes ends the
+        subscription, which used to end the drain's steps too and fire its result a
+        second time (an AlreadyCalledError logged as unhandled)."""
+        client, server = self.connected(drain_timeout=1.0)
+        sub = client.subscribe("feed")
+        self.clock.advance(0)
+        server.send(msg_frame("feed", sub.sid, b"a") + msg_frame("feed", sub.sid, b"b"))
+        sub.unsubscribe()  # two messages still held, nobody reads them
+        drained = client.drain()
+        self.clock.advance(0)
+        server.answer_pings()
+        self.clock.advance(1.0)
+        self.failureResultOf(drained, DrainTimeoutError)
+        server.lose()
+        self.clock.advance(0)
+        self.assertTrue(client.is_closed)
+        gc.collect()  # (an unhandled failure is logged when its Deferred is collected)
+        self.assertEqual(self.flushLoggedErrors(), [])
 
     def test_request_many_in_flight(self) -> None:
         """request_many() in flight when the drain begins gathers until its own end

@@ -698,8 +698,8 @@ class Client(Publisher):
         def finished(res: object) -> None:
             if timer.active():
                 timer.cancel()
-            if result.called:
-                return
+            if result.called or expired:
+                return  # (the deadline answered already, or is answering)
             if isinstance(res, Failure):
                 err = res.value
                 self.close()
@@ -707,8 +707,11 @@ class Client(Publisher):
                 return
             self.close().chainDeferred(result)
 
+        expired: list[bool] = []
+
         def expire() -> None:
             if not result.called:
+                expired.append(True)  # the close below may end the drain's steps: not twice
                 log.warn("Drain did not finish within {t}s; closing", t=self.options.drain_timeout)
                 self.close()
                 result.errback(
