@@ -113,6 +113,18 @@ class GuideExampleTests(TestCase):
             "jetstream: 10 stored, forwarded 10, dropped 0",
         ])
 
+    async def test_js_publish(self) -> None:
+        """Acks, a duplicate, a stale expected_last_seq, 10,000 publish_async, a direct
+        get and a subject no stream takes."""
+        self.assertEqual(await self.example("js_publish"), [
+            "stored: stream=ORDERS seq=1 duplicate=False",
+            "same msg_id again: seq=1 duplicate=True",
+            "expected_last_seq out of date: WrongLastSequenceError",
+            "after publish_async: 10002 messages, 0 failed",
+            "last on orders.new: b'order 18' at seq 2",
+            "no stream for nowhere.new: NoStreamResponseError",
+        ])
+
     async def test_greeter_tests(self) -> None:
         """The testing page's trial TestCase passes, both tests."""
         with tempfile.TemporaryDirectory() as tmp:
