@@ -149,11 +149,58 @@ class GuideExampleTests(TestCase):
         self.assertRegex(out, r"Req stats: [\d,]+ req/sec")
 
 
+class ReadmeExampleTests(ServerPerClass, TestCase):
+    """The README's first program, as written, against a server."""
+
+    timeout = RUN_TIMEOUT + 30
+
+    async def test_readme_program(self) -> None:
+        """It connects, reads its own publish, gets the reply, drains and exits 0."""
+        assert self.server is not None
+        readme = (ROOT / "README.rst").read_text(encoding="utf-8")
+        block = readme.split(".. code-block:: python\n", 1)[1]
+        block = re.split(r"\n(?=\S)", block, maxsplit=1)[0]
+        program = "\n".join(line[4:] for line in block.splitlines())
+        self.assertIn('task.react(main, ["nats://127.0.0.1:4222"])', program)
+        program = program.replace("nats://127.0.0.1:4222", self.server.url)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        result = await deferToThread(
+            subprocess.run, [sys.executable, "-c", program], cwd=ROOT, env=env,
+            capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertEqual(result.stdout, "b'hello' b'HELLO, TWISTED'\n")
+
+
 class BridgeCurlTests(ServerPerClass, TestCase):
     """examples/bridge_curl.sh against a bridge on a JetStream server."""
 
     server_options: ClassVar[dict[str, Any]] = {"jetstream": True}
     timeout = RUN_TIMEOUT + 30
+
+    async def test_getting_started_curls(self) -> None:
+        """The three curl commands of the getting-started page, as written, against a
+        bridge (its URL in place of 127.0.0.1:8080; the stream read for 2 s)."""
+        if shutil.which("curl") is None:
+            raise SkipTest("curl is not installed")
+        assert self.server is not None
+        nc = await txnats.connect(reactor, self.server.url)
+        self.addCleanup(nc.close)
+        nc.subscribe("svc.echo", lambda msg: msg.respond(msg.data))
+        await nc.flush()
+        _, url = await start_bridge(self, servers=[self.server.url])
+        page = (ROOT / "docs" / "guide" / "getting-started.rst").read_text(encoding="utf-8")
+        commands = re.findall(r"^    (curl .*)$", page, re.M)
+        self.assertEqual(len(commands), 3)
+        script = "\n".join(
+            c.replace("http://127.0.0.1:8080", url).replace("curl -N", "curl -N --max-time 2")
+            + (" || true" if "-N" in c else "") + "; echo" for c in commands)
+        result = await deferToThread(subprocess.run, ["sh", "-c", script], capture_output=True,
+                                     text=True, timeout=RUN_TIMEOUT, check=False)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        self.assertEqual(lines[0], '{"published": "greet.joe", "bytes": 5}')
+        self.assertEqual(lines[1], "hi")
+        self.assertIn("event: subscribed", lines)
 
     async def test_bridge_curl(self) -> None:
         """Every route the script calls answers as the bridge page says."""

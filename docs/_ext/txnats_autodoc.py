@@ -1,9 +1,11 @@
 """What autodoc needs to document txnats as users import it.
 
-- Signatures: a dataclass field made by a factory shows as ``<factory>`` and a duration
-  field as ``Annotated[float, <marker object>]``; neither parses as Python, and Sphinx
-  then splits the signature at every comma. They become ``dict()`` (the factory's
-  name) and ``float`` (a duration is seconds, as every docstring says).
+- Signatures: a zope interface in an annotation shows as ``<InterfaceClass name>``
+  (shown by its name instead); a dataclass field made by a factory shows as
+  ``<factory>`` and a duration field as ``Annotated[float, <marker object>]``;
+  neither parses as Python, and Sphinx then splits the signature at every comma.
+  They become ``dict()`` (the factory's name) and ``float`` (a duration is seconds,
+  as every docstring says).
 - Constants a package re-exports (``txnats.testing.PASS``, ``txnats.micro.API_PREFIX``)
   have their ``#:`` comment in the module that defines them, where autodoc, documenting
   the package, does not look: it is taken from there.
@@ -21,6 +23,7 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.pycode import ModuleAnalyzer, PycodeError
 
+INTERFACE = re.compile(r"<InterfaceClass ([\w.]+)>")
 ANNOTATED = re.compile(r"~?(?:typing|types)\.Annotated\[([^\[\],]+(?:\[[^\[\]]*\])?[^\[\],]*),"
                        r" [^\[\]]*?\]")
 
@@ -44,6 +47,9 @@ def _signature(app: Sphinx, what: str, name: str, obj: Any, options: Any,
             label = getattr(factory, "__name__", "factory")
             label = "..." if label == "<lambda>" else f"{label}()"
             signature = signature.replace("<factory>", label, 1)
+    signature = INTERFACE.sub(r"~\1", signature)
+    if return_annotation:
+        return_annotation = INTERFACE.sub(r"~\1", return_annotation)
     for _ in range(3):  # nested ones: list[Annotated[...]]
         signature = ANNOTATED.sub(r"\1", signature)
         if return_annotation:
@@ -105,8 +111,31 @@ def _reexported_constants(app: Sphinx) -> None:
                 docs[("", name)] = found
 
 
+def _patch_stringify() -> None:
+    """Name zope interfaces in the annotations of attributes and properties too (those
+    do not go through a signature): wrap Sphinx's ``stringify_annotation`` wherever
+    autodoc imported it."""
+    from sphinx.util import typing as sphinx_typing
+
+    original = sphinx_typing.stringify_annotation
+    if getattr(original, "txnats_wrapped", False):
+        return
+
+    def stringify(annotation: Any, /, *args: Any, **kwargs: Any) -> str:
+        text = original(annotation, *args, **kwargs)
+        return INTERFACE.sub(r"\1", text)
+
+    stringify.txnats_wrapped = True  # type: ignore[attr-defined]
+    for module in list(sys.modules.values()):
+        if getattr(module, "stringify_annotation", None) is original:
+            module.stringify_annotation = stringify  # type: ignore[union-attr]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the hooks."""
+    import sphinx.ext.autodoc  # noqa: F401  (its modules import stringify_annotation)
+
+    _patch_stringify()
     app.add_config_value("txnats_packages", (), "env")
     app.connect("builder-inited", _reexported_constants)
     app.connect("autodoc-process-signature", _signature)
