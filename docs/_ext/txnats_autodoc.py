@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 import sys
 from typing import Any
@@ -104,7 +105,7 @@ def _reexported_constants(app: Sphinx) -> None:
         docs = _attr_docs(package)
         for name in getattr(module, "__all__", ()):
             value = getattr(module, name)
-            if ("", name) in docs or isinstance(value, type) or callable(value):
+            if ("", name) in docs or inspect.isclass(value) or inspect.isroutine(value):
                 continue
             found = defining_comment(package, name)
             if found:
