@@ -91,3 +91,4 @@ def setup(app):  # type: ignore[no-untyped-def]
 #: Packages whose page documents constants defined in their submodules.
 txnats_packages = ("txnats", "txnats.jetstream", "txnats.micro", "txnats.testing",
                    "txnats.bridge")
+

@@ -28,6 +28,10 @@ INTERFACE = re.compile(r"<InterfaceClass ([\w.]+)>")
 ANNOTATED = re.compile(r"~?(?:typing|types)\.Annotated\[([^\[\],]+(?:\[[^\[\]]*\])?[^\[\],]*),"
                        r" [^\[\]]*?\]")
 
+#: Short names two modules define (a type alias in a signature): the full name meant,
+#: unless the object documented lives under the other module named.
+AMBIGUOUS = {"Handler": ("txnats.interfaces.Handler", "txnats.micro")}
+
 #: (the docstring's object, the text as written, the text as meant).
 DOCSTRING_FIXES = [
     # txnats/jetstream/context.py, JetStreamContext.publish: a plural after a role.
@@ -48,6 +52,10 @@ def _signature(app: Sphinx, what: str, name: str, obj: Any, options: Any,
             label = getattr(factory, "__name__", "factory")
             label = "..." if label == "<lambda>" else f"{label}()"
             signature = signature.replace("<factory>", label, 1)
+    home = getattr(obj, "__module__", "") or ""
+    for short, (full, other) in AMBIGUOUS.items():
+        if not home.startswith(other):
+            signature = re.sub(rf"(?<![\w.~]){short}\b", f"~{full}", signature)
     signature = INTERFACE.sub(r"~\1", signature)
     if return_annotation:
         return_annotation = INTERFACE.sub(r"~\1", return_annotation)

@@ -246,7 +246,8 @@ def _undocumented_but_real(node: pending_xref, target: str) -> bool:
 
 #: Internal names the signatures show (type aliases, base classes and protocols of
 #: private modules): shown as they are, without a link, as nothing documents them.
-INTERNAL = {"HeaderInput", "T", "PullOptions", "JsonName", "JsonObject", "_Keep", "Seconds"}
+INTERNAL = {"HeaderInput", "T", "PullOptions", "JsonName", "JsonObject", "_Keep", "Seconds",
+            "SubscriptionHost"}
 
 
 def _internal(target: str) -> bool:
