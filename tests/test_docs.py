@@ -92,7 +92,7 @@ def guide_files() -> list[Path]:
     return sorted(p for p in DOCS.rglob("*.rst") if "_build" not in p.parts)
 
 
-def tests_text() -> str:
+def source_of_the_tests() -> str:
     """The test files' source, to find which examples they run."""
     return "\n".join(p.read_text(encoding="utf-8") for p in TESTS.glob("test_*.py"))
 
@@ -109,7 +109,7 @@ class CodeBlockTests(SynchronousTestCase):
 
     def test_included_examples_are_run_by_tests(self) -> None:
         """Every file the guide includes exists in examples/ and a test runs it."""
-        source = tests_text()
+        source = source_of_the_tests()
         included = {b.text for p in guide_files() for b in blocks(p)
                     if b.kind == "literalinclude"}
         self.assertTrue(included)
