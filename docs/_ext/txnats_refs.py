@@ -76,7 +76,8 @@ PYTHON = {
     "re.Pattern": "re.html", "Pattern": "re.html", "Logger": "logging.html",
     "SSLContext": "ssl.html", "subprocess.Popen": "subprocess.html",
     "Popen": "subprocess.html", "PathLike": "os.html", "TextIO": "typing.html",
-    "Random": "random.html",
+    "Random": "random.html", "deque": "collections.html", "OrderedDict": "collections.html",
+    "defaultdict": "collections.html", "Counter": "collections.html",
 }
 STDLIB_MODULES = ("collections.abc", "builtins", "collections", "typing", "random", "datetime",
                   "enum", "pathlib", "re", "ssl", "subprocess", "types", "os", "io", "asyncio",
