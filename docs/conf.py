@@ -61,7 +61,8 @@ html_show_sourcelink = False
 PUBLIC_MODULES = (
     "txnats", "txnats.options", "txnats.tls", "txnats.errors", "txnats.interfaces",
     "txnats.jetstream", "txnats.jetstream.config", "txnats.micro", "txnats.testing",
-    "txnats.bridge", "txnats.bridge.service", "txnats.bridge.forward",
+    "txnats.testing.pytest_plugin", "txnats.bridge", "txnats.bridge.service",
+    "txnats.bridge.forward",
 )
 
 #: Names a package re-exports from a module documented on a page of its own: each

@@ -156,7 +156,8 @@ def undocumented() -> list[str]:
                 for attr, member in class_members(obj):
                     if not (inspect.getdoc(member) or "").strip():
                         missing.append(f"{full}.{attr}")
-            elif inspect.isfunction(obj) or inspect.isbuiltin(obj):
+            elif inspect.isfunction(obj) or inspect.isbuiltin(obj) or hasattr(obj, "__wrapped__"):
+                # (a wrapped function: a pytest fixture, a decorated function)
                 if not own_doc(obj).strip():
                     missing.append(full)
             elif not constant_documented(modname, name):
