@@ -21,11 +21,19 @@ __all__ = [
     "Statistics",
 ]
 
+#: The server :func:`~txnats.connect` dials when given none.
 DEFAULT_URL = "nats://127.0.0.1:4222"
+#: The largest message, in bytes (headers included), assumed until the server's INFO
+#: announces its own ``max_payload``.
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
+#: A subscription's default pending limit, in messages (``pending_msgs_limit``).
 DEFAULT_PENDING_MSGS = 512 * 1024
+#: A subscription's default pending limit, in payload bytes (``pending_bytes_limit``).
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
+#: The most bytes queued for the socket before ``publish`` raises
+#: :class:`~txnats.errors.OutboundBufferFullError` (``max_outbound_bytes``).
 DEFAULT_MAX_OUTBOUND = 32 * 1024 * 1024
+#: The most bytes of publishes kept while disconnected (``reconnect_buffer_size``).
 DEFAULT_RECONNECT_BUFFER = 8 * 1024 * 1024
 #: nats-server's default ``max_control_line``, in bytes: the longest control line it
 #: accepts from a client, counting the arguments after the operation name (INFO does
