@@ -43,7 +43,7 @@ from twisted.logger import Logger
 from txnats.testing import _loopback
 from txnats.testing._loopback import MEMORY_PREFIX, MemoryAddress
 from txnats.testing._routing import Router
-from txnats.testing._session import Limits, MemoryConnection
+from txnats.testing._session import Limits, MemoryConnection, ServerHooks
 from txnats.testing._wire import MAX_CONTROL_LINE, Pub
 
 if TYPE_CHECKING:
@@ -150,11 +150,17 @@ class MemoryNats:
         self._connections: list[MemoryConnection] = []
         self._running = False
         self._accepting = False
-        self._paused_flag = False
+        self._paused = False
         self._lame_duck = False
         self._client_ids = itertools.count(1)
         self._server_id = ""
         self._js_warned = False
+        #: What each connection is given of the server.
+        self._hooks = ServerHooks(
+            limits=self.limits, router=self._router, paused=lambda: self._paused,
+            hello=self._hello, authorize=self._authorize, forget=self._forget,
+            published=self._published,
+        )
         #: The latest messages clients published (at most ``record``), oldest first.
         self.messages: deque[PublishedMessage] = deque(maxlen=record)
         #: How many connections were accepted since the server was made.
@@ -174,7 +180,7 @@ class MemoryNats:
     @property
     def paused(self) -> bool:
         """Whether :meth:`pause` froze the server."""
-        return self._paused_flag
+        return self._paused
 
     @property
     def server_id(self) -> str:
@@ -210,7 +216,7 @@ class MemoryNats:
         """
         if not self._running:
             self._running = self._accepting = True
-            self._lame_duck = self._paused_flag = False
+            self._lame_duck = self._paused = False
             self._server_id = "N" + secrets.token_hex(28).upper()
             _loopback.register(self.name, self)
         return self
@@ -224,7 +230,7 @@ class MemoryNats:
             turn of their clocks).
         """
         self._running = self._accepting = False
-        self._paused_flag = False
+        self._paused = False
         _loopback.unregister(self.name, self)
         connections = list(self._connections)
         for connection in connections:
@@ -238,7 +244,7 @@ class MemoryNats:
         :returns: a Deferred that fires once every connection is gone.
         """
         self._running = self._accepting = False
-        self._paused_flag = False
+        self._paused = False
         _loopback.unregister(self.name, self)
         connections = list(self._connections)
         for connection in connections:
@@ -260,12 +266,12 @@ class MemoryNats:
         """Freeze the server, as ``SIGSTOP`` freezes a process: it reads nothing, answers
         nothing and sends no PING; new connections are taken but get no INFO. Bytes
         wait, and :meth:`resume` handles them."""
-        self._paused_flag = True
+        self._paused = True
 
     def resume(self) -> None:
         """Undo :meth:`pause`: greet connections made meanwhile, then handle what every
         connection sent."""
-        self._paused_flag = False
+        self._paused = False
         for connection in list(self._connections):
             connection.hello()
             connection.process()
@@ -358,14 +364,10 @@ class MemoryNats:
         server is stopped or in lame duck mode. Called by the ``memory:`` endpoint."""
         if not self._accepting:
             return None
-        connection = MemoryConnection(self, clock, address)
+        connection = MemoryConnection(self._hooks, clock, address)
         self._connections.append(connection)
         self.accepted += 1
         return connection
-
-    @property
-    def _paused(self) -> bool:
-        return self._paused_flag
 
     def _hello(self, connection: MemoryConnection) -> dict[str, Any]:
         info = self.info

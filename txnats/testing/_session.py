@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -63,9 +63,6 @@ __all__ = ["Limits", "MemoryConnection", "ServerHooks"]
 
 log = Logger()
 
-#: What a connection calls on its server (declared by :class:`ServerHooks`).
-HOUSE_PRIVATE_OK = {"_router", "_paused", "_hello", "_authorize", "_forget", "_published"}
-
 #: Seconds after the connection opens at which nats-server sends its first PING.
 FIRST_PING = 2.0
 
@@ -83,18 +80,25 @@ class Limits:
     auth_required: bool
 
 
-class ServerHooks(Protocol):
-    """What a :class:`MemoryConnection` needs of its server (not public)."""
+@dataclass(frozen=True)
+class ServerHooks:
+    """What a :class:`MemoryConnection` needs of its server: the server makes one, of
+    its settings, its router and callables, and hands it to each connection it takes."""
 
+    #: The settings each connection applies.
     limits: Limits
-    _router: Router
-
-    @property
-    def _paused(self) -> bool: ...
-    def _hello(self, connection: MemoryConnection) -> dict[str, Any]: ...
-    def _authorize(self, options: dict[str, Any]) -> bool: ...
-    def _forget(self, connection: MemoryConnection) -> None: ...
-    def _published(self, connection: MemoryConnection, msg: Pub, heard: int) -> None: ...
+    #: The server's subscriptions, which route what its connections publish.
+    router: Router
+    #: Whether the server is paused (it reads nothing, answers nothing, sends no PING).
+    paused: Callable[[], bool]
+    #: The INFO that greets ``connection`` (with its ``client_id``).
+    hello: Callable[[MemoryConnection], dict[str, Any]]
+    #: Whether the ``CONNECT`` options give the credentials the server requires.
+    authorize: Callable[[dict[str, Any]], bool]
+    #: ``connection`` is closed: the server forgets it.
+    forget: Callable[[MemoryConnection], None]
+    #: ``connection`` published ``msg``, which reached ``heard`` subscriptions.
+    published: Callable[[MemoryConnection, Pub, int], None]
 
 
 def _error(text: str) -> bytes:
@@ -225,7 +229,7 @@ class MemoryConnection(TwistedProtocol):
     # ------------------------------------------------------------------ Twisted
     def connectionMade(self) -> None:
         limits = self.server.limits
-        if not self.server._paused:
+        if not self.server.paused():
             self.hello()
         self._start("ping", min(FIRST_PING, limits.ping_interval), self._ping_tick)
         if limits.auth_required:
@@ -236,12 +240,12 @@ class MemoryConnection(TwistedProtocol):
         server resumed)."""
         if not self._lost and not self._greeted:
             self._greeted = True
-            self.send_info(self.server._hello(self))
+            self.send_info(self.server.hello(self))
 
     def dataReceived(self, data: bytes) -> None:
         if self._lost or self._closing:
             return
-        if self.server._paused:
+        if self.server.paused():
             self._held.append(data)
             return
         self.parser.receive_data(data)
@@ -253,7 +257,7 @@ class MemoryConnection(TwistedProtocol):
             held, self._held = self._held, []
             for chunk in held:
                 self.parser.receive_data(chunk)
-        while not (self._lost or self._closing or self.server._paused):
+        while not (self._lost or self._closing or self.server.paused()):
             try:
                 event = self.parser.next_event()
             except ClientViolation as e:
@@ -274,11 +278,11 @@ class MemoryConnection(TwistedProtocol):
             if call.active():
                 call.cancel()
         self._timers.clear()
-        router = self.server._router
+        router = self.server.router
         for sub in self._subs.values():
             router.remove(sub)
         self._subs.clear()
-        self.server._forget(self)
+        self.server.forget(self)
         waiting, self._closed = self._closed or [], None
         for d in waiting:
             d.callback(None)
@@ -310,7 +314,7 @@ class MemoryConnection(TwistedProtocol):
             self._refuse("no responders requires headers support")
             return
         if not self._authorized:
-            if not self.server._authorize(options):
+            if not self.server.authorize(options):
                 self._refuse("Authorization Violation")
                 return
             self._authorized = True
@@ -326,11 +330,11 @@ class MemoryConnection(TwistedProtocol):
         if not is_literal_subject(msg.subject):
             self._write(_error("Invalid Publish Subject"))
         self._ok()
-        router = self.server._router
+        router = self.server.router
         heard = router.route(self, msg)
         if not heard and msg.reply is not None and self._no_responders:
             self._answer_no_responders(msg)
-        self.server._published(self, msg, heard)
+        self.server.published(self, msg, heard)
 
     @property
     def _no_responders(self) -> bool:
@@ -339,7 +343,7 @@ class MemoryConnection(TwistedProtocol):
 
     def _answer_no_responders(self, msg: Pub) -> None:
         assert msg.reply is not None
-        router = self.server._router
+        router = self.server.router
         for sub in router.matching(msg.reply):
             if sub.owner is self:
                 header = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % msg.subject
@@ -353,7 +357,7 @@ class MemoryConnection(TwistedProtocol):
         if event.sid not in self._subs:
             sub = Subscription(self, event.sid, event.subject, event.queue)
             self._subs[event.sid] = sub
-            self.server._router.add(sub)
+            self.server.router.add(sub)
         self._ok()
 
     def _on_unsub(self, event: Unsub) -> None:
@@ -362,7 +366,7 @@ class MemoryConnection(TwistedProtocol):
             limit = event.max_msgs
             if limit is None or limit <= 0 or sub.delivered >= limit:
                 del self._subs[event.sid]
-                self.server._router.remove(sub)
+                self.server.router.remove(sub)
             else:
                 sub.max_msgs = limit
         self._ok()
@@ -420,7 +424,7 @@ class MemoryConnection(TwistedProtocol):
     def _ping_tick(self) -> None:
         limits = self.server.limits
         self._start("ping", limits.ping_interval, self._ping_tick)
-        if self.server._paused or self._lost:
+        if self.server.paused() or self._lost:
             return
         if self._pings_out + 1 > limits.max_pings_out:
             self._refuse("Stale Connection")
@@ -430,6 +434,6 @@ class MemoryConnection(TwistedProtocol):
 
     def _auth_expired(self) -> None:
         self._timers.pop("auth", None)
-        if not self._authorized and not self.server._paused:
+        if not self._authorized and not self.server.paused():
             self._refuse("Authentication Timeout")
 
