@@ -86,18 +86,12 @@ class Listener(Protocol):
         not yet connected, or ``None`` to refuse it."""
 
 
-#: What one end of a connection calls on the other (declared by :class:`_Peer`).
-HOUSE_PRIVATE_OK = {"_reading", "_frozen", "_schedule", "_lost"}
+@dataclass
+class _Hold:
+    """Whether a connection holds every byte, both ways (see
+    :meth:`MemoryTransport.freeze`): one for both ends of the connection."""
 
-
-class _Peer(Protocol):
-    """What a :class:`MemoryTransport` reads and calls on its peer (not public)."""
-
-    _reading: bool
-    _frozen: bool
-
-    def _schedule(self) -> None: ...
-    def _lost(self, reason: Failure) -> None: ...
+    on: bool = False
 
 
 _listeners: weakref.WeakValueDictionary[str, Listener] = weakref.WeakValueDictionary()
@@ -123,9 +117,13 @@ class MemoryTransport:
 
     :param clock: delivers bytes (``callLater(0)``) and runs the peer's side too.
     :param host: this end's address; the peer's is :meth:`getPeer`.
+    :param hold: whether bytes are held, shared with the peer (:func:`connect_pair`
+        gives both ends one); a new one by default.
     """
 
-    def __init__(self, clock: IReactorTime, host: MemoryAddress) -> None:
+    def __init__(
+        self, clock: IReactorTime, host: MemoryAddress, hold: _Hold | None = None
+    ) -> None:
         self.clock = clock
         self.host = host
         self.peer: MemoryTransport | None = None
@@ -140,7 +138,7 @@ class MemoryTransport:
         self._out_bytes = 0
         self._call: IDelayedCall | None = None
         self._reading = True
-        self._frozen = False
+        self._hold = hold if hold is not None else _Hold()
         self._producer: IPushProducer | None = None
         self._producer_paused = False
 
@@ -156,7 +154,7 @@ class MemoryTransport:
             if not self._producer_paused:
                 self._producer_paused = True
                 self._producer.pauseProducing()
-        self._schedule()
+        self.schedule_delivery()
 
     def writeSequence(self, data: Iterable[bytes]) -> None:
         """Queue each of ``data`` for the peer."""
@@ -169,7 +167,7 @@ class MemoryTransport:
         if self.disconnected or self.disconnecting:
             return
         self.disconnecting = True
-        self._schedule()
+        self.schedule_delivery()
 
     def abortConnection(self) -> None:
         """Close now, dropping what was not delivered: this end sees
@@ -194,7 +192,7 @@ class MemoryTransport:
         """Hand bytes to this end's protocol again."""
         self._reading = True
         if self.peer is not None:
-            self.peer._schedule()
+            self.peer.schedule_delivery()
 
     def stopProducing(self) -> None:
         """Abort the connection."""
@@ -215,30 +213,35 @@ class MemoryTransport:
     @property
     def frozen(self) -> bool:
         """Whether bytes are held in both directions (see :meth:`freeze`)."""
-        return self._frozen
+        return self._hold.on
 
     def freeze(self) -> None:
         """Hold every byte, both ways, until :meth:`thaw` (a partition: nothing is lost,
         nothing arrives, the connection stays open)."""
-        self._frozen = True
-        if self.peer is not None:
-            self.peer._frozen = True
+        self._hold.on = True
 
     def thaw(self) -> None:
         """Deliver again what :meth:`freeze` held, and what follows."""
-        self._frozen = False
-        self._schedule()
+        self._hold.on = False
+        self.schedule_delivery()
         if self.peer is not None:
-            self.peer._frozen = False
-            self.peer._schedule()
+            self.peer.schedule_delivery()
 
     @property
     def pending(self) -> int:
         """Bytes written on this end and not yet delivered to the peer."""
         return self._out_bytes
 
-    # Internals (called on the peer, an instance of this class)
-    def _schedule(self) -> None:
+    # What the peer reads and calls
+    @property
+    def reading(self) -> bool:
+        """Whether this end hands bytes to its protocol (:meth:`pauseProducing` stops
+        that until :meth:`resumeProducing`)."""
+        return self._reading
+
+    def schedule_delivery(self) -> None:
+        """Deliver what waits for the peer in a later turn of the clock (one call at a
+        time; nothing once the connection is gone)."""
         if self._call is None and not self.disconnected:
             self._call = self.clock.callLater(0, self._deliver)
 
@@ -247,9 +250,9 @@ class MemoryTransport:
         peer = self.peer
         if self.disconnected or peer is None:
             return
-        if self._frozen:
+        if self._hold.on:
             return
-        if self._outbox and peer._reading and peer.protocol is not None:
+        if self._outbox and peer.reading and peer.protocol is not None:
             data = self._take(READ_SIZE)
             peer.protocol.dataReceived(data)
             if self._producer_paused and self._out_bytes <= HIGH_WATER // 2:
@@ -257,7 +260,7 @@ class MemoryTransport:
                 if self._producer is not None:
                     self._producer.resumeProducing()
             if self._outbox:
-                self._schedule()
+                self.schedule_delivery()
                 return
         if self.disconnecting and not self._outbox:
             self._close(Failure(ConnectionDone()), Failure(ConnectionDone()))
@@ -281,11 +284,14 @@ class MemoryTransport:
         if self.disconnected:
             return
         peer = self.peer
-        self._lost(mine)
+        self.close_end(mine)
         if peer is not None:
-            peer._lost(theirs)
+            peer.close_end(theirs)
 
-    def _lost(self, reason: Failure) -> None:
+    def close_end(self, reason: Failure) -> None:
+        """Close this end now: what waits is dropped, and its protocol's
+        ``connectionLost(reason)`` comes in a later turn, as a reactor calls it. Both
+        ends are closed so when the connection closes; a closed end stays closed."""
         if self.disconnected:
             return
         self.disconnected = True
@@ -309,8 +315,9 @@ def connect_pair(
 ) -> tuple[MemoryTransport, MemoryTransport]:
     """Join ``client`` and ``server`` by a new pair of transports; both protocols are
     connected (``makeConnection``), the server first. Returns (client's, server's)."""
-    ct = MemoryTransport(clock, client_address)
-    st = MemoryTransport(clock, server_address)
+    hold = _Hold()
+    ct = MemoryTransport(clock, client_address, hold)
+    st = MemoryTransport(clock, server_address, hold)
     ct.peer, st.peer = st, ct
     ct.protocol, st.protocol = client, server
     server.makeConnection(st)
