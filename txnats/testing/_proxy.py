@@ -14,7 +14,6 @@ It runs in the Twisted reactor given to it and imports no global reactor.
 
 from __future__ import annotations
 
-import typing
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,15 +43,6 @@ from zope.interface import implementer
 __all__ = ["BLACKHOLE", "DROP", "PASS", "FaultProxy", "ProxiedConnection", "ProxyMode"]
 
 ModeName = Literal["pass", "drop", "blackhole", "delay"]
-
-#: What the proxy and its connections call on each other, declared by
-#: :class:`_ProxyHooks` and :class:`_ConnectionHooks`.
-HOUSE_PRIVATE_OK = {
-    "_clock", "_forget", "_take_cut_waiters",
-    "_connect", "_pause", "_resume",
-    "_from_client", "_client_lost", "_server_made", "_from_server", "_server_lost",
-}
-
 
 @dataclass(frozen=True)
 class ProxyMode:
@@ -118,30 +108,23 @@ class _AbortWhenFlushed:
         pass
 
 
-class _ProxyHooks(typing.Protocol):
-    """What a :class:`ProxiedConnection` calls on its :class:`FaultProxy` (not part of
-    the proxy's public API)."""
+@dataclass(frozen=True)
+class _ProxyHooks:
+    """What a :class:`ProxiedConnection` needs of its :class:`FaultProxy`: the proxy
+    makes one and hands it to each connection it accepts."""
 
-    _clock: IReactorTime
-
-    @property
-    def mode(self) -> ProxyMode: ...
-    def _forget(self, connection: ProxiedConnection) -> None: ...
-    def _take_cut_waiters(self) -> list[defer.Deferred[ProxiedConnection]] | None: ...
-
-
-class _ConnectionHooks(typing.Protocol):
-    """What the :class:`FaultProxy` and the two Twisted protocols of a
-    :class:`ProxiedConnection` call on it (not part of its public API)."""
-
-    def _connect(self, endpoint: IStreamClientEndpoint) -> None: ...
-    def _pause(self) -> None: ...
-    def _resume(self) -> None: ...
-    def _from_client(self, data: bytes) -> None: ...
-    def _client_lost(self, reason: Failure) -> None: ...
-    def _server_made(self, transport: ITCPTransport) -> None: ...
-    def _from_server(self, data: bytes) -> None: ...
-    def _server_lost(self, reason: Failure) -> None: ...
+    #: What due times are measured and waited for with.
+    clock: IReactorTime
+    #: The proxy's mode now.
+    mode: Callable[[], ProxyMode]
+    #: The connection is open; the callable holds (``True``) or releases (``False``)
+    #: both its sides as the proxy enters or leaves blackhole mode.
+    opened: Callable[[ProxiedConnection, Callable[[bool], None]], None]
+    #: The Deferreds an armed cut fires (the caller fires them once it has cut), or
+    #: ``None`` when no cut is armed.
+    take_cut_waiters: Callable[[], list[defer.Deferred[ProxiedConnection]] | None]
+    #: Both sides of the connection are closed.
+    closed: Callable[[ProxiedConnection], None]
 
 
 class _Pipe:
@@ -237,8 +220,11 @@ class ProxiedConnection:
     :ivar cut: whether :meth:`FaultProxy.cut_next_frame` cut this connection.
     """
 
-    def __init__(self, proxy: FaultProxy, number: int, client: ITCPTransport) -> None:
-        self._proxy: _ProxyHooks = proxy
+    def __init__(
+        self, proxy: _ProxyHooks, number: int, client: _ClientSide,
+        endpoint: IStreamClientEndpoint,
+    ) -> None:
+        self._proxy = proxy
         self.number = number
         self.bytes_from_client = 0
         self.bytes_to_server = 0
@@ -247,16 +233,21 @@ class ProxiedConnection:
         self.cut = False
         self._client_chunks: list[bytes] = []
         self._server_chunks: list[bytes] = []
-        self._client: ITCPTransport | None = client
+        transport = ITCPTransport(client.transport)
+        self._client: ITCPTransport | None = transport
         self._server: ITCPTransport | None = None
         self._connecting: defer.Deferred[Any] | None = None
-        clock = self._proxy._clock
-        self._to_server = _Pipe(clock, self._blackholed, self._forwarded_to_server)
-        self._to_client = _Pipe(clock, self._blackholed, self._forwarded_to_client)
-        self._to_client.attach(client)
+        self._to_server = _Pipe(proxy.clock, self._blackholed, self._forwarded_to_server)
+        self._to_client = _Pipe(proxy.clock, self._blackholed, self._forwarded_to_client)
+        self._to_client.attach(transport)
         self._cut_waiters: list[defer.Deferred[ProxiedConnection]] = []
         self._close_waiters: list[defer.Deferred[None]] = []
         self._closed = False
+        client.attach(self._from_client, self._client_lost)
+        proxy.opened(self, self._hold)
+        if self._blackholed():
+            IPushProducer(transport).pauseProducing()
+        self._connect(endpoint)
 
     @property
     def client_data(self) -> bytes:
@@ -303,7 +294,8 @@ class ProxiedConnection:
     # -- driven by the protocols and the proxy ---------------------------
 
     def _connect(self, endpoint: IStreamClientEndpoint) -> None:
-        connecting = endpoint.connect(_ServerSideFactory(self))
+        factory = _ServerSideFactory(self._server_made, self._from_server, self._server_lost)
+        connecting = endpoint.connect(factory)
         self._connecting = connecting
         connecting.addErrback(self._connect_failed)
 
@@ -317,14 +309,14 @@ class ProxiedConnection:
     def _server_made(self, transport: ITCPTransport) -> None:
         self._connecting = None
         self._server = transport
-        if self._proxy.mode == BLACKHOLE:
+        if self._proxy.mode() == BLACKHOLE:
             IPushProducer(transport).pauseProducing()
         self._to_server.attach(transport)
 
     def _from_client(self, data: bytes) -> None:
         self._client_chunks.append(data)
         self.bytes_from_client += len(data)
-        mode = self._proxy.mode
+        mode = self._proxy.mode()
         if mode == DROP:
             return
         self._to_server.send(data, mode.seconds)
@@ -332,14 +324,14 @@ class ProxiedConnection:
     def _from_server(self, data: bytes) -> None:
         self._server_chunks.append(data)
         self.bytes_from_server += len(data)
-        mode = self._proxy.mode
+        mode = self._proxy.mode()
         if mode == DROP:
             return
         if self._client is None:
             # The client side is gone: no frame of this session can be cut any more, so
             # an armed cut waits for a live one (taking it here left it never fired).
             return
-        waiters = self._proxy._take_cut_waiters()
+        waiters = self._proxy.take_cut_waiters()
         if waiters is None:
             self._to_client.send(data, mode.seconds)
             return
@@ -383,20 +375,21 @@ class ProxiedConnection:
                 self._client.abortConnection()
         self._maybe_closed()
 
-    def _pause(self) -> None:
+    def _hold(self, held: bool) -> None:
+        """Stop reading both sides (``held``), or read them again and forward what
+        waits."""
         for transport in (self._client, self._server):
             if transport is not None:
-                IPushProducer(transport).pauseProducing()
-
-    def _resume(self) -> None:
-        for transport in (self._client, self._server):
-            if transport is not None:
-                IPushProducer(transport).resumeProducing()
-        self._to_server.flush()
-        self._to_client.flush()
+                if held:
+                    IPushProducer(transport).pauseProducing()
+                else:
+                    IPushProducer(transport).resumeProducing()
+        if not held:
+            self._to_server.flush()
+            self._to_client.flush()
 
     def _blackholed(self) -> bool:
-        return self._proxy.mode == BLACKHOLE
+        return self._proxy.mode() == BLACKHOLE
 
     def _forwarded_to_server(self, count: int) -> None:
         self.bytes_to_server += count
@@ -410,57 +403,69 @@ class ProxiedConnection:
         if self._server is not None or self._connecting is not None:
             return
         self._closed = True
-        self._proxy._forget(self)
+        self._proxy.closed(self)
         waiters, self._close_waiters = self._close_waiters, []
         for waiter in waiters:
             waiter.callback(None)
 
 
+def _ignore(arg: object) -> None:
+    pass
+
+
 class _ClientSide(Protocol):
     """
-    A connection from a client to the proxy.
+    A connection from a client to the proxy: what it reads and its loss go to the
+    :class:`ProxiedConnection` made for it, once that calls :meth:`attach`.
 
-    :param accept: makes the proxied connection for a new client transport, or
-        returns ``None`` when it refuses the client.
+    :param accept: called once connected; makes the proxied connection for this
+        client, or refuses the client.
     """
 
-    def __init__(self, accept: Callable[[ITCPTransport], ProxiedConnection | None]) -> None:
+    def __init__(self, accept: Callable[[_ClientSide], None]) -> None:
         self._accept = accept
-        self._connection: _ConnectionHooks | None = None
+        self._received: Callable[[bytes], None] = _ignore
+        self._lost: Callable[[Failure], None] = _ignore
+
+    def attach(self, received: Callable[[bytes], None], lost: Callable[[Failure], None]
+               ) -> None:
+        """Report each chunk read to ``received`` and the connection's loss to ``lost``."""
+        self._received, self._lost = received, lost
 
     def connectionMade(self) -> None:
-        transport = ITCPTransport(self.transport)
-        self._connection = self._accept(transport)
+        self._accept(self)
 
     def dataReceived(self, data: bytes) -> None:
-        if self._connection is not None:
-            self._connection._from_client(data)
+        self._received(data)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        if self._connection is not None:
-            self._connection._client_lost(reason)
+        self._lost(reason)
 
 
 class _ServerSide(Protocol):
-    """The proxy's connection to the target for one client."""
+    """The proxy's connection to the target for one client, reporting its transport,
+    each chunk read and its loss to the callables given."""
 
-    def __init__(self, connection: _ConnectionHooks) -> None:
-        self._connection = connection
+    def __init__(
+        self, made: Callable[[ITCPTransport], None], received: Callable[[bytes], None],
+        lost: Callable[[Failure], None],
+    ) -> None:
+        self._made, self._received, self._lost = made, received, lost
 
     def connectionMade(self) -> None:
-        self._connection._server_made(ITCPTransport(self.transport))
+        self._made(ITCPTransport(self.transport))
 
     def dataReceived(self, data: bytes) -> None:
-        self._connection._from_server(data)
+        self._received(data)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self._connection._server_lost(reason)
+        self._lost(reason)
 
 
 class _ProxyFactory(ServerFactory):
     """Builds a :class:`_ClientSide` for each client, which reports to ``accept``."""
 
-    def __init__(self, accept: Callable[[ITCPTransport], ProxiedConnection | None]) -> None:
+    def __init__(self, accept: Callable[[_ClientSide], None]) -> None:
         self._accept = accept
 
     def buildProtocol(self, addr: IAddress | None) -> _ClientSide:
@@ -470,11 +475,14 @@ class _ProxyFactory(ServerFactory):
 class _ServerSideFactory(Factory[_ServerSide]):
     """Builds the one protocol for the proxy's connection to the target."""
 
-    def __init__(self, connection: _ConnectionHooks) -> None:
-        self._connection = connection
+    def __init__(
+        self, made: Callable[[ITCPTransport], None], received: Callable[[bytes], None],
+        lost: Callable[[Failure], None],
+    ) -> None:
+        self._made, self._received, self._lost = made, received, lost
 
     def buildProtocol(self, addr: IAddress | None) -> _ServerSide:
-        return _ServerSide(self._connection)
+        return _ServerSide(self._made, self._received, self._lost)
 
 
 class FaultProxy:
@@ -525,8 +533,13 @@ class FaultProxy:
         self._listening: IListeningPort | None = None
         self._port: int | None = None
         self._sessions: list[ProxiedConnection] = []
-        self._open: list[ProxiedConnection] = []
+        #: The open connections, each with what holds or releases its sides.
+        self._open: dict[ProxiedConnection, Callable[[bool], None]] = {}
         self._cut_waiters: list[defer.Deferred[ProxiedConnection]] = []
+        self._hooks = _ProxyHooks(
+            clock=self._clock, mode=lambda: self._mode, opened=self._opened,
+            take_cut_waiters=self._take_cut_waiters, closed=self._forget,
+        )
 
     # -- lifecycle --------------------------------------------------------
 
@@ -597,12 +610,9 @@ class FaultProxy:
     @mode.setter
     def mode(self, mode: ProxyMode) -> None:
         old, self._mode = self._mode, mode
-        if mode == BLACKHOLE and old != BLACKHOLE:
-            for connection in list(self._open):
-                connection._pause()
-        elif old == BLACKHOLE and mode != BLACKHOLE:
-            for connection in list(self._open):
-                connection._resume()
+        if (mode == BLACKHOLE) != (old == BLACKHOLE):
+            for hold in list(self._open.values()):
+                hold(mode == BLACKHOLE)
 
     def pass_through(self) -> None:
         """Forward everything at once (the initial mode)."""
@@ -709,22 +719,19 @@ class FaultProxy:
         # IPv6 addresses and names; this endpoint resolves in a thread.
         return HostnameEndpoint(self._reactor, host, port, timeout=self._connect_timeout)
 
-    def _accept(self, transport: ITCPTransport) -> ProxiedConnection | None:
+    def _accept(self, client: _ClientSide) -> None:
         if self.refuse:
             self.refused += 1
-            transport.abortConnection()
-            return None
-        connection = ProxiedConnection(self, len(self._sessions), transport)
+            ITCPTransport(client.transport).abortConnection()
+            return
+        ProxiedConnection(self._hooks, len(self._sessions), client, self._endpoint())
+
+    def _opened(self, connection: ProxiedConnection, hold: Callable[[bool], None]) -> None:
         self._sessions.append(connection)
-        self._open.append(connection)
-        if self._mode == BLACKHOLE:
-            IPushProducer(transport).pauseProducing()
-        connection._connect(self._endpoint())
-        return connection
+        self._open[connection] = hold
 
     def _forget(self, connection: ProxiedConnection) -> None:
-        if connection in self._open:
-            self._open.remove(connection)
+        self._open.pop(connection, None)
 
     def _take_cut_waiters(self) -> list[defer.Deferred[ProxiedConnection]] | None:
         if not self._cut_waiters:
