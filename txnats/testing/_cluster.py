@@ -9,6 +9,7 @@ fixture or a script.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,18 +20,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from txnats.testing._server import READY_MARKER, NatsServer, ServerStartError
 
 __all__ = ["ClusterNode", "NatsCluster"]
-
-#: The node internals :class:`NatsCluster` drives, declared by :class:`_ManagedNode`.
-HOUSE_PRIVATE_OK = {
-    "_pause_briefly", "_check_alive", "_wait_for_routes", "_wait_for_connect_urls",
-    "_begin_stop", "_wait_stopped",
-}
 
 #: How many times :meth:`NatsCluster.start` picks fresh ports when one was taken.
 _PORT_ATTEMPTS = 3
@@ -132,18 +128,6 @@ def _parse_info(line: bytes) -> dict[str, Any] | None:
         return None
     info: dict[str, Any] = json.loads(line[len(b"INFO ") :])
     return info
-
-
-class _ManagedNode(Protocol):
-    """What a :class:`NatsCluster` calls on its nodes besides their public API: the
-    steps of waiting for the cluster to form, and of stopping every node at once."""
-
-    def _pause_briefly(self, seen: int, seconds: float) -> int: ...
-    def _check_alive(self) -> None: ...
-    def _wait_for_routes(self, peers: set[str], deadline: _Deadline) -> None: ...
-    def _wait_for_connect_urls(self, expected: set[str], deadline: _Deadline) -> None: ...
-    def _begin_stop(self) -> bool: ...
-    def _wait_stopped(self, timeout: float) -> bool: ...
 
 
 class ClusterNode(NatsServer):
@@ -293,96 +277,6 @@ class ClusterNode(NatsServer):
         state = "paused" if self.paused else "running" if self.running else "stopped"
         return f"<ClusterNode {self._name} {self.url} {state}>"
 
-    # -- readiness --------------------------------------------------------
-
-    def _pause_briefly(self, seen: int, seconds: float) -> int:
-        """
-        Wait up to ``seconds``, less if the node prints something first.
-        """
-        return self._wait_for_output(seen, seconds)
-
-    def _check_alive(self) -> None:
-        """
-        Raise :class:`ServerStartError` quoting the log if the node has
-        exited, as it does when its route or monitoring port cannot be bound
-        (which it reports only after it says it is ready for clients).
-        """
-        if not self.running:
-            tail = "\n".join(self.log_lines[-30:]) or "(the server printed nothing)"
-            raise ServerStartError(f"{self._name} exited. Last log lines:\n{tail}")
-
-    def _wait_for_routes(self, peers: set[str], deadline: _Deadline) -> None:
-        """
-        Block until the node's route table names every server in ``peers``.
-        Route connections are logged, so a new log line triggers a fresh look
-        at ``/routez``; the short interval covers a route registered just
-        after its log line.
-        """
-        seen = len(self.log_lines)
-        names: set[str] = set()
-        while True:
-            self._check_alive()
-            try:
-                names = self.route_names(deadline.request_timeout())
-            except (OSError, ValueError):
-                names = set()
-            if peers <= names:
-                return
-            left = deadline.check(
-                f"{self.name} has routes to {sorted(names)}, expected {sorted(peers)}"
-            )
-            seen = self._pause_briefly(seen, min(left, _POLL_INTERVAL))
-
-    def _wait_for_connect_urls(self, expected: set[str], deadline: _Deadline) -> None:
-        """
-        Block until the ``INFO`` the node gives clients lists every address in
-        ``expected`` in its ``connect_urls``.
-
-        A first connection reads the greeting; if it is incomplete it asks for
-        asynchronous ``INFO`` updates (``"protocol": 1``), which the server sends
-        only after its first ``PONG``. A second, fresh greeting read after that
-        ``PONG`` covers updates made in between, and from then on the first
-        connection receives every change as it happens: no polling.
-        """
-        host, port = self.host, self.port
-        timeout = max(deadline.remaining(), 0.001)
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            lines = _LineSocket(sock)
-            urls: list[str] = []
-
-            def complete(line: bytes) -> bool:
-                nonlocal urls
-                info = _parse_info(line)
-                if info is None:
-                    return False
-                urls = list(info.get("connect_urls") or [])
-                return expected <= set(urls)
-
-            if complete(lines.line(deadline)):
-                return
-            sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"protocol":1}\r\nPING\r\n')
-            while True:
-                line = lines.line(deadline)
-                if complete(line):
-                    return
-                if line == b"PONG":
-                    break
-            fresh = self.info(max(deadline.remaining(), 0.001))
-            if expected <= set(fresh.get("connect_urls") or []):
-                return
-            while True:
-                try:
-                    line = lines.line(deadline)
-                except TimeoutError as error:
-                    raise TimeoutError(
-                        f"{error}; {self.name} advertises connect_urls {urls}, "
-                        f"expected {sorted(expected)}"
-                    ) from None
-                if line == b"PING":
-                    sock.sendall(b"PONG\r\n")
-                elif complete(line):
-                    return
-
     def jetstream_leader(self, timeout: float = _HTTP_TIMEOUT) -> str:
         """
         The ``server_name`` of the JetStream meta leader this node knows (from
@@ -414,6 +308,100 @@ class ClusterNode(NatsServer):
                 if _subject_matches(str(entry).split(" ", 1)[0], subject):
                     return True
         return False
+
+
+def _pause_briefly(node: NatsServer, seen: int, seconds: float) -> int:
+    """
+    Wait up to ``seconds``, less if ``node`` prints a line after the first ``seen``.
+
+    :returns: how many lines it has printed now.
+    """
+    with contextlib.suppress(TimeoutError):
+        node.wait_for_log("", seconds, since=seen)  # every line holds ""
+    return len(node.log_lines)
+
+
+def _check_alive(node: ClusterNode) -> None:
+    """
+    Raise :class:`ServerStartError` quoting the log if ``node`` has exited, as it
+    does when its route or monitoring port cannot be bound (which it reports only
+    after it says it is ready for clients).
+    """
+    if not node.running:
+        tail = "\n".join(node.log_lines[-30:]) or "(the server printed nothing)"
+        raise ServerStartError(f"{node.name} exited. Last log lines:\n{tail}")
+
+
+def _wait_for_routes(node: ClusterNode, peers: set[str], deadline: _Deadline) -> None:
+    """
+    Block until ``node``'s route table names every server in ``peers``. Route
+    connections are logged, so a new log line triggers a fresh look at ``/routez``;
+    the short interval covers a route registered just after its log line.
+    """
+    seen = len(node.log_lines)
+    names: set[str] = set()
+    while True:
+        _check_alive(node)
+        try:
+            names = node.route_names(deadline.request_timeout())
+        except (OSError, ValueError):
+            names = set()
+        if peers <= names:
+            return
+        left = deadline.check(
+            f"{node.name} has routes to {sorted(names)}, expected {sorted(peers)}"
+        )
+        seen = _pause_briefly(node, seen, min(left, _POLL_INTERVAL))
+
+
+def _wait_for_connect_urls(node: ClusterNode, expected: set[str], deadline: _Deadline) -> None:
+    """
+    Block until the ``INFO`` ``node`` gives clients lists every address in
+    ``expected`` in its ``connect_urls``.
+
+    A first connection reads the greeting; if it is incomplete it asks for
+    asynchronous ``INFO`` updates (``"protocol": 1``), which the server sends only
+    after its first ``PONG``. A second, fresh greeting read after that ``PONG`` covers
+    updates made in between, and from then on the first connection receives every
+    change as it happens: no polling.
+    """
+    timeout = max(deadline.remaining(), 0.001)
+    with socket.create_connection((node.host, node.port), timeout=timeout) as sock:
+        lines = _LineSocket(sock)
+        urls: list[str] = []
+
+        def complete(line: bytes) -> bool:
+            nonlocal urls
+            info = _parse_info(line)
+            if info is None:
+                return False
+            urls = list(info.get("connect_urls") or [])
+            return expected <= set(urls)
+
+        if complete(lines.line(deadline)):
+            return
+        sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"protocol":1}\r\nPING\r\n')
+        while True:
+            line = lines.line(deadline)
+            if complete(line):
+                return
+            if line == b"PONG":
+                break
+        fresh = node.info(max(deadline.remaining(), 0.001))
+        if expected <= set(fresh.get("connect_urls") or []):
+            return
+        while True:
+            try:
+                line = lines.line(deadline)
+            except TimeoutError as error:
+                raise TimeoutError(
+                    f"{error}; {node.name} advertises connect_urls {urls}, "
+                    f"expected {sorted(expected)}"
+                ) from None
+            if line == b"PING":
+                sock.sendall(b"PONG\r\n")
+            elif complete(line):
+                return
 
 
 def _leader_or_nothing(node: ClusterNode, deadline: _Deadline) -> str:
@@ -598,7 +586,7 @@ class NatsCluster:
                 except (OSError, ValueError):
                     pass
                 left = deadline.check(f"{node.name} has no subscription matching {subject!r}")
-                seen = node._pause_briefly(seen, min(left, _POLL_INTERVAL))
+                seen = _pause_briefly(node, seen, min(left, _POLL_INTERVAL))
 
     def stop(self, timeout: float = 10.0) -> None:
         """
@@ -606,15 +594,12 @@ class NatsCluster:
         running after ``timeout`` seconds) and remove the cluster's temporary
         files. Calling it again, or before :meth:`start`, does nothing.
         """
-        # Signal every node first so that they shut down in parallel; then
-        # let NatsServer.stop wait for each (and SIGKILL a straggler).
-        stopping: list[_ManagedNode] = [node for node in self._nodes if node._begin_stop()]
-        end = time.monotonic() + timeout
-        for node in stopping:
-            if not node._wait_stopped(max(end - time.monotonic(), 0.0)):
-                break  # node.stop below kills what is left
-        for node in self._nodes:
-            node.stop(max(end - time.monotonic(), 0.0))
+        # NatsServer.stop blocks until its process exits (or SIGKILLs it after
+        # timeout): one thread per node lets the nodes shut down in parallel.
+        if self._nodes:
+            with ThreadPoolExecutor(len(self._nodes), "txnats-cluster-stop") as pool:
+                for stopped in [pool.submit(node.stop, timeout) for node in self._nodes]:
+                    stopped.result()
         self._remove_tempdir()
 
     def __enter__(self) -> NatsCluster:
@@ -641,18 +626,18 @@ class NatsCluster:
         live = self._live()
         names = {node.name for node in live}
         for node in live:
-            node._wait_for_routes(names - {node.name}, deadline)
+            _wait_for_routes(node, names - {node.name}, deadline)
         for node in live:
             others = {peer.client_address for peer in live if peer is not node}
             while True:
                 try:
-                    node._wait_for_connect_urls(others, deadline)
+                    _wait_for_connect_urls(node, others, deadline)
                     break
                 except ConnectionError as error:
                     # Refused or closed: it may be exiting, or just busy.
-                    node._check_alive()
+                    _check_alive(node)
                     left = deadline.check(f"{node.name}: {error}")
-                    node._pause_briefly(len(node.log_lines), min(left, _POLL_INTERVAL))
+                    _pause_briefly(node, len(node.log_lines), min(left, _POLL_INTERVAL))
         if self._jetstream and live:
             self._wait_for_jetstream(live, deadline)
 
@@ -671,7 +656,7 @@ class NatsCluster:
             if len(set(leaders.values())) == 1 and set(leaders.values()) <= names:
                 return
             left = deadline.check(f"the nodes know these JetStream meta leaders: {leaders}")
-            seen = watcher._pause_briefly(seen, min(left, _POLL_INTERVAL))
+            seen = _pause_briefly(watcher, seen, min(left, _POLL_INTERVAL))
 
     def _ensure_tempdir(self) -> str:
         if self._tempdir is None:

@@ -496,51 +496,6 @@ class NatsServer:
         """
         return signal.SIGINT if self._lame_duck else signal.SIGTERM
 
-    def _begin_stop(self) -> bool:
-        """
-        Send the signal :meth:`stop` sends (SIGCONT first if paused) without
-        waiting for the server to exit, so that several servers can be stopped
-        in parallel; :meth:`stop` then finishes the job.
-
-        :returns: whether a running server was signalled.
-        """
-        self.resume()
-        process = self._process
-        if process is None or process.poll() is not None:
-            return False
-        try:
-            process.send_signal(self._stop_signal())
-        except ProcessLookupError:  # pragma: no cover - exited meanwhile
-            return False
-        return True
-
-    def _wait_stopped(self, timeout: float) -> bool:
-        """
-        Wait up to ``timeout`` seconds for the server process to exit.
-
-        :returns: whether no server process runs now.
-        """
-        process = self._process
-        if process is None:
-            return True
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
-    def _wait_for_output(self, seen: int, timeout: float) -> int:
-        """
-        Block until the server has printed more than ``seen`` lines in all, or
-        ``timeout`` seconds pass.
-
-        :returns: how many lines it has printed now.
-        """
-        with self._log_changed:
-            if len(self._lines) <= seen and timeout > 0:
-                self._log_changed.wait(timeout)
-            return len(self._lines)
-
     def _command(self, binary: str, port: int) -> list[str]:
         command = [binary, "-a", self._host, "-p", str(port)]
         if self._jetstream:
