@@ -1,6 +1,6 @@
 """The client: the public API and its state machine.
 
-A :class:`Client` is the public face; the work is done by the rooms it holds (see
+A :class:`Client` is the public face; the work is done by the parts it holds (see
 "How the code is laid out" in the README):
 
 - :class:`~txnats._connector.Connector` -- the server pool, attempts with back-off,
