@@ -69,16 +69,13 @@ __all__ = [
     "nats_server",
 ]
 
-#: pytest-twisted's state, read to hand the reactor back (declared by :class:`_Instances`).
-HOUSE_PRIVATE_OK = {"_instances"}
-
 _Scope = Literal["function", "session"]
 _SCOPES: tuple[_Scope, ...] = ("function", "session")
 
 
 class _Instances(Protocol):
-    """What this plugin reads of ``pytest_twisted._instances``: the greenlet that runs
-    the reactor, and the reactor."""
+    """What this plugin reads of pytest-twisted's state: the greenlet that runs the
+    reactor, and the reactor."""
 
     gr_twisted: Any
     reactor: Any
@@ -295,7 +292,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     module = _pytest_twisted_module()
     if module is None:  # pragma: no cover
         return
-    instances = module._instances
+    instances = _state(module)
     greenlet = instances.gr_twisted
     if not greenlet:  # not started, or finished
         return
@@ -316,12 +313,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     module = _pytest_twisted_module()
     if module is None:  # pragma: no cover
         return
-    instances = module._instances
+    instances = _state(module)
     greenlet = instances.gr_twisted
     if greenlet is None or greenlet or greenlet.dead:  # running, or done: as usual
         return
     instances.reactor.callWhenRunning(instances.reactor.stop)
     greenlet.switch()  # runs the reactor until its shutdown is over
+
+
+def _state(module: _PytestTwisted) -> _Instances:
+    """pytest-twisted's greenlet that runs the reactor now, and the reactor."""
+    # private-reach: pytest-twisted keeps the greenlet only there; its public
+    # twisted_greenlet fixture gives the session's first one, not the one made anew
+    # by init_twisted_greenlet() after each hand-back.
+    return module._instances
 
 
 def _is_trial(item: pytest.Item) -> bool:
