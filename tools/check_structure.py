@@ -24,19 +24,6 @@ private-access   A reach is ``X._name`` (``_name`` not a dunder) where X is not 
                  a violation. A ``private-reach:`` comment that no reach is on or under
                  is a violation too (left over). At most 10 commented reaches in all of
                  txnats/: over that, one violation gives the count and lists them.
-plain-words      No metaphor for the code's parts in identifiers, strings (docstrings
-                 included) or comments; say what a part does. Text is split into words:
-                 runs of letters, a camelCase hump or an ALLCAPS run being a word of its
-                 own (``HOUSE_PRIVATE_OK``: HOUSE, PRIVATE, OK; ``checkHouse``: check,
-                 House). Flagged, in any case: the word ``house`` or ``houses``
-                 (``warehouse``, ``household`` are other words); the word ``rooms``;
-                 and ``room`` as a count noun: right after ``a``, ``an``, ``one``,
-                 ``each``, ``every``, ``another``, ``this``, ``which`` or ``whose``
-                 (nothing but blanks between, a line break of the same string too), or
-                 followed by ``'s``. ``room`` as space
-                 left is a mass noun and passes: "wait for room", "no room", "room
-                 again", "the room left", ``subject_room``, ``room()``; so does "a
-                 little room" (a word between).
 docstring-style  No Google/NumPy sections (``Args:``, ``Returns:``, ``Raises:``...;
                  ``Parameters`` over ``----``) and no epytext: neither a field
                  starting a line (``@param``, ``@return(s)``, ``@raise(s)``, ``@ivar``,
@@ -44,11 +31,6 @@ docstring-style  No Google/NumPy sections (``Args:``, ``Returns:``, ``Raises:``.
                  The project's style is reST (``:param x:``, ``:raises X:``,
                  ``:returns:``; double backquotes, ``:class:`` and the other roles,
                  ``*emphasis*``). Each marker is reported once per line it is on.
-
-Temporary (issue 23): the modules in ``OLD_DECLARATIONS`` still declare the private
-members they reach for in a ``HOUSE_PRIVATE_OK = {...}`` list; there, reaches for the
-names listed are allowed (and not counted), and the list's name is not a plain-words
-violation. Such a module with no list left is a violation, until it is taken off.
 """
 
 from __future__ import annotations
@@ -78,15 +60,6 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 Violation = tuple[str, int, str, str]  # path, line, rule, detail
 Graph = dict[str, dict[str, int]]  # module -> {module it imports: line of the first import}
 
-#: TEMPORARY (issue 23): the modules whose ``HOUSE_PRIVATE_OK`` lists are still honoured,
-#: exactly those of txnats/ that have one (on main at 7c83045: subscription.py's
-#: {"_respond"}, whose one reach has its private-reach comment already). Take each off
-#: as it is fixed; with the last, remove this set, OLD_LIST, old_declaration, the
-#: allowance parameters, the "Temporary" paragraph above and the two tests of it.
-OLD_DECLARATIONS = frozenset({
-    "txnats/subscription.py",
-})
-OLD_LIST = "HOUSE_PRIVATE_OK"
 
 
 @dataclass
@@ -265,17 +238,6 @@ def comment_block(mod: Module, start: int) -> list[int]:
     return block
 
 
-def old_declaration(mod: Module) -> tuple[int, set[str]]:
-    """The line and names of the module's ``HOUSE_PRIVATE_OK`` list, if it has one."""
-    for node in mod.tree.body:
-        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(getattr(t, "id", None) == OLD_LIST for t in targets):
-                return node.lineno, {c.value for c in ast.walk(node.value)
-                                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-    return 0, set()
-
-
 @dataclass
 class Reaches:
     """What rule 4 found in one module."""
@@ -284,14 +246,8 @@ class Reaches:
     commented: list[tuple[str, int, str]]  # path, line, the reach
 
 
-def check_private(mod: Module, allowance: frozenset[str]) -> Reaches:
+def check_private(mod: Module) -> Reaches:
     found = Reaches([], [])
-    listed: set[str] = set()
-    if mod.path in allowance:
-        line, listed = old_declaration(mod)
-        if not line:
-            found.violations.append((mod.path, 1, "private-access", f"no {OLD_LIST} left: "
-                                     "take the module off check_structure.OLD_DECLARATIONS"))
     parents = {child: node for node in mod.nodes for child in ast.iter_child_nodes(node)}
     marks = {line for line, text in mod.comments.items() if REACH_MARK.search(text)}
     used: set[int] = set()
@@ -301,8 +257,6 @@ def check_private(mod: Module, allowance: frozenset[str]) -> Reaches:
         block = comment_block(mod, statement_start(parents, node))
         used.update(marks.intersection(own + block))
         reach = f"{ast.unparse(node.value)[-40:]}.{node.attr}"
-        if node.attr in listed:
-            continue
         if (any(REACH_REASON.search(mod.comments[i]) for i in own)
                 or REACH_REASON.search(" ".join(mod.comments[i] for i in block))):
             found.commented.append((mod.path, node.lineno, reach))
@@ -324,45 +278,7 @@ def check_reach_count(commented: list[tuple[str, int, str]]) -> Iterator[Violati
                f"txnats/ (limit {MAX_REACHES}): {listing}")
 
 
-# -- rule 5: plain words -------------------------------------------------------------
-WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
-HOUSE = frozenset({"house", "houses"})
-#: Words after which ``room`` is a count noun (a part of the code), not space left.
-COUNTING = frozenset({"a", "an", "one", "each", "every", "another", "this", "which", "whose"})
-KINDS = {tokenize.NAME: "identifier", tokenize.STRING: "string", tokenize.COMMENT: "comment"}
-if sys.version_info >= (3, 12):  # f-strings are split into parts from 3.12
-    KINDS[tokenize.FSTRING_MIDDLE] = "string"
-
-
-def metaphors(text: str) -> Iterator[tuple[int, str]]:
-    """The offset and wording of each metaphor for the code's parts in ``text``."""
-    words = list(WORD.finditer(text))
-    for i, match in enumerate(words):
-        word = match.group().lower()
-        if word in HOUSE or word == "rooms":
-            yield match.start(), match.group()
-        elif word == "room":
-            before = words[i - 1] if i else None
-            if (before is not None and before.group().lower() in COUNTING
-                    and not text[before.end():match.start()].strip()):
-                yield before.start(), text[before.start():match.end()]
-            elif re.match(r"['\u2019]s(?![A-Za-z])", text[match.end():]):
-                yield match.start(), text[match.start():match.end() + 2]
-
-
-def check_words(mod: Module, allowance: frozenset[str]) -> Iterator[Violation]:
-    for token in mod.tokens:
-        kind = KINDS.get(token.type)
-        if kind is None or (token.string == OLD_LIST and mod.path in allowance):
-            continue
-        where = f"the identifier {token.string}" if kind == "identifier" else f"a {kind}"
-        for offset, wording in metaphors(token.string):
-            line = token.start[0] + token.string.count("\n", 0, offset)
-            yield (mod.path, line, "plain-words", f"{wording!r} in {where}: say what the "
-                   "part does (the module, the class), not a metaphor")
-
-
-# -- rule 6: docstrings --------------------------------------------------------------
+# -- rule 5: docstrings --------------------------------------------------------------
 def check_docstrings(mod: Module) -> Iterator[Violation]:
     for node in mod.nodes:
         doc = isinstance(node, (*FUNCTIONS, ast.ClassDef, ast.Module)) and ast.get_docstring(
@@ -384,20 +300,15 @@ def check_docstrings(mod: Module) -> Iterator[Violation]:
 
 
 # -- driver --------------------------------------------------------------------------
-def check(root: Path, allowance: frozenset[str] = OLD_DECLARATIONS
-          ) -> tuple[list[Module], list[Violation]]:
-    """The modules under root/txnats, and every violation sorted by path and line.
-
-    :param allowance: the modules whose ``HOUSE_PRIVATE_OK`` lists are still honoured.
-    """
+def check(root: Path) -> tuple[list[Module], list[Violation]]:
+    """The modules under root/txnats, and every violation sorted by path and line."""
     modules, found = load(root)
     found += check_cycles(modules)
     commented: list[tuple[str, int, str]] = []
     for mod in modules:
-        private = check_private(mod, allowance)
+        private = check_private(mod)
         commented += private.commented
-        found += [*check_sizes(mod), *private.violations, *check_words(mod, allowance),
-                  *check_docstrings(mod)]
+        found += [*check_sizes(mod), *private.violations, *check_docstrings(mod)]
     found += check_reach_count(commented)
     return modules, sorted(found)
 

@@ -1,7 +1,7 @@
 """The client: the public API and its state machine.
 
 A :class:`Client` is the public face; the work is done by the parts it holds (see
-"How the code is laid out" in the README):
+"How the code is laid out" in the contributing guide, ``docs/guide/contributing.rst``):
 
 - :class:`~txnats._connector.Connector` -- the server pool, attempts with back-off,
   the dial (TCP, TLS, WebSocket) and the CONNECT fields;

@@ -71,16 +71,6 @@ class State(IntEnum):
 _ACTIVE, _DRAINING, _ENDING, _CLOSED = State.ACTIVE, State.DRAINING, State.ENDING, State.CLOSED
 
 
-class _Bound(Protocol):
-    """A message as delivered: bound to the client that answers its ``respond()``."""
-
-    _respond: Respond | None
-
-
-# (Until tools/ counts the commented reaches: the one below, declared by _Bound.)
-HOUSE_PRIVATE_OK = {"_respond"}
-
-
 @dataclass(frozen=True, slots=True)
 class Control:
     """How the client's registry drives one subscription: its private steps, handed
@@ -250,8 +240,7 @@ class Subscription(Mailbox[Msg]):
                     )
                 )
             return
-        bound: _Bound = msg
-        bound._respond = self._responder  # private-reach: bind each message to its client
+        msg._respond = self._responder  # private-reach: bind each message to its client
         self._items.append(msg)
         self.pending_msgs += 1
         self.pending_bytes += size
