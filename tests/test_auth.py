@@ -315,16 +315,19 @@ class BoundedFailureTests(AuthTestCase):
             return "bad-token"
 
         start = reactor.seconds()
-        await self.assert_refused(
-            self.server.url,
-            token_handler=handler,
-            retry_on_failed_connect=True,
-            max_reconnect_attempts=-1,
-            reconnect_wait=0.05,
-            reconnect_jitter=0.0,
+        closed: Deferred[None] = Deferred()
+        errors: list[Exception] = []
+        nc = await txnats.connect(  # (retry_on_failed_connect: fires at once)
+            reactor, self.server.url, token_handler=handler, retry_on_failed_connect=True,
+            max_reconnect_attempts=-1, reconnect_wait=0.05, reconnect_jitter=0.0,
+            closed_cb=lambda: closed.callback(None), error_cb=errors.append,
         )
+        self.addCleanup(nc.close)
+        await bounded(closed, 10.0, "the client giving up")
         self.assertLess(reactor.seconds() - start, 5.0)
         self.assertEqual(len(calls), 2)
+        self.assertIsInstance(nc.last_error, AuthorizationError)
+        await wait_until(lambda: any(isinstance(e, AuthorizationError) for e in errors))
 
     async def test_auth_error_is_connect_error(self) -> None:
         """AuthorizationError is a ConnectError and carries the server's text."""

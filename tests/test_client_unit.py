@@ -151,8 +151,11 @@ class ConnectTests(ClientTestMixin, SynchronousTestCase):
 
 class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
     def test_attempts_and_waits(self) -> None:
-        """3 dead servers x max_reconnect_attempts=5 -> 15 dials, reconnect_wait honoured."""
+        """3 dead servers x max_reconnect_attempts=5 -> 15 dials, reconnect_wait honoured;
+        with retry_on_failed_connect the start fires at once, and giving up closes the
+        client and reports NoServersError to error_cb."""
         closed: list[None] = []
+        errors: list[Exception] = []
         wait, jitter = 2.0, 0.25
         client = self.make_client(
             [endpoint(4222), endpoint(4223), endpoint(4224)],
@@ -161,8 +164,11 @@ class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
             reconnect_wait=wait,
             reconnect_jitter=jitter,
             closed_cb=lambda: closed.append(None),
+            error_cb=errors.append,
         )
         d = client.start()
+        self.assertIs(self.successResultOf(d), client)
+        self.assertEqual(client.state, ClientState.CONNECTING)
         attempts = self.fail_dials()
         self.assertEqual(len(attempts), 15)
         self.assertEqual(Counter(p for _, p in attempts), {4222: 5, 4223: 5, 4224: 5})
@@ -172,8 +178,10 @@ class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
             for a, b in itertools.pairwise(times):
                 self.assertGreaterEqual(b - a, wait)
                 self.assertLessEqual(b - a, wait + jitter + 1e-9)
-        f = self.failureResultOf(d, NoServersError)
-        self.assertIsInstance(f.value, ConnectError)
+        self.clock.advance(0)
+        self.assertEqual([type(e) for e in errors], [NoServersError])
+        self.assertIsInstance(errors[0], ConnectError)
+        self.assertIs(client.last_error, errors[0].__cause__)
         self.assertEqual(client.state, ClientState.CLOSED)
         self.assertEqual(closed, [None])
         self.assertEqual(self.clock.getDelayedCalls(), [])
@@ -191,9 +199,11 @@ class ReconnectScheduleTests(ClientTestMixin, SynchronousTestCase):
                 reconnect_wait=rng.randint(1, 16) / 4,
             )
             d = client.start()
+            self.assertIs(self.successResultOf(d), client)  # (retry_on_failed_connect)
             attempts = self.fail_dials()
             self.assertEqual(len(attempts), n * k, (n, k))
-            self.failureResultOf(d, NoServersError)
+            self.assertTrue(client.is_closed)
+            self.assertIsInstance(client.last_error, ConnectError)
 
 
 class PublishTests(ClientTestMixin, SynchronousTestCase):

@@ -70,7 +70,7 @@ class KeywordTests(SynchronousTestCase):
         """A misspelt option is a TypeError naming it and the closest option."""
         clock = MemoryReactorClock()
         for wrong, right in [("nmae", "name"), ("ping_intervall", "ping_interval"),
-                             ("tls_ca", "tls_ca_file"), ("max_reconect_attempts",
+                             ("tls_ca_fle", "tls_ca_file"), ("max_reconect_attempts",
                                                         "max_reconnect_attempts")]:
             with self.assertRaises(TypeError) as cm:
                 connect(clock, "nats://127.0.0.1:4222", **{wrong: 1})  # type: ignore[arg-type]

@@ -21,9 +21,9 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnats._args import check_delay
 from txnats._hooks import ConnectionHooks
 from txnats._version import __version__
-from txnats.auth import Credentials
 from txnats.connection import NatsProtocol
 from txnats.endpoints import server_endpoint
 from txnats.errors import (
@@ -34,7 +34,7 @@ from txnats.errors import (
     NoServersError,
     TLSError,
 )
-from txnats.options import Options
+from txnats.options import Options, PoolServer
 from txnats.servers import Server, ServerPool, parse_servers
 from txnats.tls import TLSConfig
 
@@ -66,6 +66,8 @@ class Connector:
         *,
         connected: Callable[[NatsProtocol, Server], None],
         gave_up: Callable[[NatsError], None],
+        failed: Callable[[Server, NatsError], None],
+        info: Callable[[], dict[str, Any]],
         rng: random.Random,
     ) -> None:
         self._reactor = reactor
@@ -78,19 +80,15 @@ class Connector:
         self._connected = connected
         #: Told that no server is left to try (attempts used up), and why.
         self._gave_up = gave_up
+        #: Told of each failed attempt: the server, and why.
+        self._failed_one = failed
+        #: The latest server INFO (for ``reconnect_to_server_cb``).
+        self._info = info
+        # Attempts scheduled since the client was last connected (reconnect_delay_cb).
+        self._attempt = 0
         self._rng = rng
         self.pool = ServerPool(parse_servers(servers), randomize=not options.no_randomize, rng=rng)
-        self._credentials = Credentials(
-            user=options.user,
-            password=options.password,
-            token=options.token,
-            token_handler=options.token_handler,
-            nkeys_seed=options.nkeys_seed,
-            nkeys_seed_file=options.nkeys_seed_file,
-            user_credentials=options.user_credentials,
-            user_jwt_cb=options.user_jwt_cb,
-            signature_cb=options.signature_cb,
-        )
+        self._credentials = options.credentials()
         #: True until the first connection is made: each server is tried once then,
         #: unless ``retry_on_failed_connect``.
         self.first = True
@@ -139,8 +137,15 @@ class Connector:
 
     def schedule(self) -> None:
         """Dial the next server that may still be tried, honouring ``reconnect_wait``
-        (plus jitter) since its previous attempt; or report that none is left."""
+        (plus jitter) since its previous attempt, or what ``reconnect_delay_cb`` and
+        ``reconnect_to_server_cb`` say; or report that none is left."""
         server = self._pick()
+        chosen = None
+        if server is not None and not (self.first and not self._options.retry_on_failed_connect):
+            self._attempt += 1
+            chosen = self._chosen()
+            if chosen is not None:
+                server = chosen[0]
         if server is None:
             last = self.last_error
             err: NatsError
@@ -153,15 +158,55 @@ class Connector:
                 err.__cause__ = last
             self._gave_up(err)
             return
-        delay = 0.0
-        if server.last_attempt is not None:
-            elapsed = self._clock.seconds() - server.last_attempt
-            wait = self._options.reconnect_wait
-            if elapsed < wait:
-                delay = wait - elapsed + self._rng.uniform(0, self._options.reconnect_jitter)
-        self._call = self._clock.callLater(delay, self._attempt, server)
+        if chosen is not None:
+            delay = chosen[1]
+        elif self._options.reconnect_delay_cb is not None and self._attempt:
+            delay = self._custom_delay()
+        else:
+            delay = 0.0
+            if server.last_attempt is not None:
+                elapsed = self._clock.seconds() - server.last_attempt
+                wait = self._options.reconnect_wait
+                if elapsed < wait:
+                    delay = wait - elapsed + self._rng.uniform(0, self._options.reconnect_jitter)
+        self._call = self._clock.callLater(delay, self._dial_now, server)
 
-    def _attempt(self, server: Server) -> None:
+    def _custom_delay(self) -> float:
+        """``reconnect_delay_cb(attempt)``, checked; ``reconnect_wait`` if it fails."""
+        cb = self._options.reconnect_delay_cb
+        assert cb is not None
+        try:
+            return check_delay("reconnect_delay_cb's answer", cb(self._attempt))
+        except Exception:
+            log.failure("reconnect_delay_cb failed; waiting reconnect_wait instead")
+            return self._options.reconnect_wait
+
+    def _chosen(self) -> tuple[Server, float] | None:
+        """The server and delay ``reconnect_to_server_cb`` chooses, if it does (from
+        the pool, with attempts left)."""
+        cb = self._options.reconnect_to_server_cb
+        if cb is None:
+            return None
+        pool = self.pool.servers
+        seen = [PoolServer(s.redacted, s.attempts, s.discovered) for s in pool]
+        try:
+            choice = cb(seen, dict(self._info()))
+            if choice is None:
+                return None
+            url, delay = choice
+            delay = check_delay("reconnect_to_server_cb's delay", delay)
+        except Exception:
+            log.failure("reconnect_to_server_cb failed; choosing the server as usual")
+            return None
+        limit = self._options.max_reconnect_attempts
+        for server in pool:
+            if server.redacted == url and (limit < 0 or server.attempts < limit):
+                return server, delay
+        log.warn("reconnect_to_server_cb chose {url}, not a server of the pool with "
+                 "attempts left; choosing as usual", url=url)
+        return None
+
+    def _dial_now(self, server: Server) -> None:
         self._call = None
         d = self._dialling = self.dial(server)
         d.addCallbacks(self._succeeded, self._failed, (server,), errbackArgs=(server,))
@@ -180,6 +225,7 @@ class Connector:
         server.attempts = 0
         server.last_auth_error = None
         self.first = False
+        self._attempt = 0
 
     def _failed(self, failure: Failure, server: Server) -> None:
         self._dialling = None
@@ -190,6 +236,7 @@ class Connector:
             err = ConnectError(f"cannot connect to {server}: {failure.getErrorMessage()}")
         self.last_error = err
         log.info("Connect to {url} failed: {error}", url=server, error=str(err))
+        self._failed_one(server, err)
         if isinstance(err, AuthorizationError):
             if server.last_auth_error == str(err):
                 log.warn("{url} refused the same credentials twice; removed", url=server)
@@ -264,6 +311,7 @@ class Connector:
                     opts.connect_timeout,
                     tls_creator if tls_first else None,
                     compression=opts.ws_compression,
+                    headers=opts.ws_headers,
                 )
             else:
                 endpoint = server_endpoint(server, self._reactor, opts.connect_timeout)

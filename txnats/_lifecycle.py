@@ -70,8 +70,9 @@ class New:
 class Connecting:
     """The first connection is being made."""
 
-    #: Fires with the client once connected (what ``connect()`` returns).
-    first: Deferred[Any]
+    #: Fires with the client once connected (what ``connect()`` returns); None with
+    #: ``retry_on_failed_connect``, whose ``connect()`` fired at once.
+    first: Deferred[Any] | None
     flushes: list[Deferred[None]] = field(default_factory=list)
     public = ClientState.CONNECTING
 

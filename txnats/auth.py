@@ -58,6 +58,14 @@ def _looks_like_seed(text: str) -> bool:
     return _SEED.fullmatch(text) is not None
 
 
+def _call_for(name: str, cb: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+    """``cb()``, checked to be a ``(user, password)`` pair of strings (named, never shown)."""
+    pair = cb()
+    if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+        raise CredentialsError(f"{name} must return (user, password), two strings")
+    return pair
+
+
 def _read(path: str, what: str) -> str:
     """Read the file ``path``, given as the option ``what`` names.
 
@@ -95,6 +103,16 @@ class Credentials:
     nkeys_seed_file: str | None = field(default=None, repr=False)
     #: A ``.creds`` file (user JWT + seed); read on every connection attempt.
     user_credentials: str | None = field(default=None, repr=False)
+    #: A ``.creds`` file's content (nats.go's ``UserCredentialBytes``).
+    user_credentials_bytes: bytes | None = field(default=None, repr=False)
+    #: A user JWT and its NKEY seed, as strings (nats.go's ``UserJWTAndSeed``).
+    user_jwt: str | None = field(default=None, repr=False)
+    user_seed: str | None = field(default=None, repr=False)
+    #: Called on each connection attempt for ``(user, password)`` (``UserInfoHandler``).
+    user_info_cb: Callable[[], tuple[str, str]] | None = field(default=None, repr=False)
+    #: An NKEY user's public key (``U...``), whose nonce ``signature_cb`` signs
+    #: (nats.go's ``Nkey(pub, sigCB)``): the seed stays with the caller.
+    nkey: str | None = field(default=None, repr=False)
     #: Callbacks for JWT auth without a file: the user JWT, and the raw Ed25519
     #: signature of the server's nonce.
     user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
@@ -106,15 +124,55 @@ class Credentials:
     @property
     def methods(self) -> list[str]:
         names = []
-        if self.user is not None:
+        if self.user is not None or self.user_info_cb is not None:
             names.append("user/password")
         if self.token is not None or self.token_handler is not None:
             names.append("token")
-        if self.nkeys_seed is not None or self.nkeys_seed_file is not None:
+        if self.nkeys_seed is not None or self.nkeys_seed_file is not None or self.nkey:
             names.append("nkey")
-        if self.user_credentials is not None or self.user_jwt_cb is not None:
+        if (self.user_credentials is not None or self.user_credentials_bytes is not None
+                or self.user_jwt is not None or self.user_jwt_cb is not None):
             names.append("jwt")
         return names
+
+    def check(self) -> None:
+        """Refuse what cannot work together, before anything is dialled.
+
+        :raises CredentialsError: naming the options (never their values).
+        """
+        jwt_ways = [name for name, value in (
+            ("user_credentials", self.user_credentials),
+            ("user_credentials_bytes", self.user_credentials_bytes),
+            ("user_jwt", self.user_jwt), ("user_jwt_cb", self.user_jwt_cb),
+        ) if value is not None]
+        if len(jwt_ways) > 1:
+            raise CredentialsError(f"give one of {', '.join(jwt_ways)}, not several")
+        if (self.user_jwt is None) != (self.user_seed is None):
+            raise CredentialsError("user_jwt and user_seed go together")
+        if self.nkey is not None and self.signature_cb is None:
+            raise CredentialsError("nkey needs a signature_cb that signs the server's nonce")
+        if self.user_credentials_bytes is not None and not isinstance(
+            self.user_credentials_bytes, (bytes, bytearray)
+        ):
+            raise CredentialsError("user_credentials_bytes must be bytes (a .creds file's content)")
+
+    def _creds(self) -> tuple[str, bytes] | None:
+        """The user JWT and seed, from whichever form they were given in (a file read
+        now, content, or the two strings), or None."""
+        if self.user_credentials is not None:
+            return parse_creds(_read(self.user_credentials, "creds file (user_credentials)"))
+        if self.user_credentials_bytes is not None:
+            try:
+                text = bytes(self.user_credentials_bytes).decode("utf-8")
+            except UnicodeDecodeError:
+                raise CredentialsError("user_credentials_bytes is not UTF-8 text") from None
+            return parse_creds(text)
+        if self.user_jwt is not None and self.user_seed is not None:
+            seed = self.user_seed.strip()
+            if not seed.startswith("SU"):
+                raise CredentialsError("user_seed is not a user seed ('SU...')")
+            return self.user_jwt.strip(), seed.encode("ascii")
+        return None
 
     def connect_fields(
         self,
@@ -129,6 +187,8 @@ class Credentials:
         user = url_user if url_user is not None else self.user
         password = url_password if url_password is not None else self.password
         token = url_token if url_token is not None else self.token
+        if user is None and self.user_info_cb is not None:
+            user, password = _call_for("user_info_cb", self.user_info_cb)
         if user is not None:
             out["user"] = user
             out["pass"] = password or ""
@@ -137,8 +197,9 @@ class Credentials:
         elif self.token_handler is not None:
             out["auth_token"] = self.token_handler()
         nonce = info.get("nonce")
-        if self.user_credentials is not None:
-            jwt, seed = parse_creds(_read(self.user_credentials, "creds file (user_credentials)"))
+        creds = self._creds()
+        if creds is not None:
+            jwt, seed = creds
             out["jwt"] = jwt
             if nonce:
                 out["sig"] = sign_nonce(seed, nonce)[1]
@@ -147,6 +208,12 @@ class Credentials:
             if nonce:
                 if self.signature_cb is None:
                     raise CredentialsError("user_jwt_cb needs a signature_cb")
+                raw = self.signature_cb(nonce)
+                out["sig"] = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        elif self.nkey is not None:
+            assert self.signature_cb is not None  # (check() refuses it otherwise)
+            out["nkey"] = self.nkey
+            if nonce:
                 raw = self.signature_cb(nonce)
                 out["sig"] = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
         elif self.nkeys_seed is not None or self.nkeys_seed_file is not None:

@@ -24,15 +24,15 @@ import random
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from twisted.internet.defer import Deferred, DeferredList, fail, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorCore, IReactorTime
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnats._args import MAX_SECONDS, check_reactor, check_timeout
 from txnats._connector import Connector
 from txnats._deadline import chain, within
+from txnats._drain import Drain
 from txnats._hooks import ConnectionHooks
 from txnats._lameduck import Mover
 from txnats._lifecycle import (
@@ -55,7 +55,6 @@ from txnats.errors import (
     ConnectError,
     ConnectionClosedError,
     ConnectionDrainingError,
-    DrainTimeoutError,
     FlushTimeoutError,
     InvalidArgumentTypeError,
     NatsError,
@@ -145,7 +144,8 @@ class Client(Publisher):
         )
         self._connector = Connector(
             reactor, clock, servers, opts, hooks, connected=self._connected,
-            gave_up=self._gave_up, rng=rng or random.Random(),
+            gave_up=self._gave_up, failed=self._attempt_failed,
+            info=lambda: self.server_info, rng=rng or random.Random(),
         )
         # when_closed() callers: fired once the client is Closed, whatever came before.
         self._closed_waiters: list[Deferred[None]] = []
@@ -287,14 +287,18 @@ class Client(Publisher):
         """Make the first connection of a client built with ``Client(reactor, servers,
         options)``; fires with the client once connected (what :func:`connect` returns).
 
-        Each server is tried once (or, with ``retry_on_failed_connect``, as often as
-        reconnecting would). Call it once.
+        Each server is tried once; with ``retry_on_failed_connect`` it fires at once
+        instead, with the client still connecting, which goes through the pool as
+        reconnecting would (``connected_cb`` tells when a server answered). Call it once.
         """
         now = self._now
         if not isinstance(now, New):
             raise ConnectError("the client was started already")
         d: Deferred[Client] = Deferred()
-        self._enter(Connecting(d, now.flushes))
+        retry = self.options.retry_on_failed_connect
+        self._enter(Connecting(None if retry else d, now.flushes))
+        if retry:
+            d.callback(self)
         # Close cleanly when the reactor stops (task.react ending, Ctrl-C), instead of
         # seeing the socket die and trying to reconnect during shutdown.
         add = getattr(self._reactor, "addSystemEventTrigger", None)
@@ -306,6 +310,16 @@ class Client(Publisher):
     def _reactor_stopping(self) -> Deferred[None]:
         self._shutdown_trigger = None  # fired: must not be removed any more
         return self.close()
+
+    def _attempt_failed(self, server: Server, error: NatsError) -> None:
+        """A connection attempt failed: tell ``reconnect_error_cb``."""
+        self._callback("reconnect_error", self.options.reconnect_error_cb, server.redacted, error)
+
+    @property
+    def last_error(self) -> NatsError | None:
+        """Why the latest connection attempt failed, or the connection was lost (None
+        until one did)."""
+        return self._connector.last_error
 
     def _gave_up(self, error: NatsError) -> None:
         """The connector has no server left to try."""
@@ -332,7 +346,9 @@ class Client(Publisher):
             proto.ping().chainDeferred(waiter)
         self._outbound_drained()
         if isinstance(before, Connecting):
-            before.first.callback(self)
+            if before.first is not None:
+                before.first.callback(self)
+            self._callback("connected", self.options.connected_cb)
         else:
             self._reconnects += 1
             self._callback("reconnected", self.options.reconnected_cb)
@@ -671,56 +687,33 @@ class Client(Publisher):
         now = self._now
         if not isinstance(now, Connected):
             return self.close()
-        result: Deferred[None] = Deferred()
-        draining = Draining(now.proto, now.server, result)
-        self._enter(draining)
-        proto = now.proto
-        # Reply inboxes stay until the requests they answer have ended (see subs_done).
+        drain = Drain(
+            self._clock, self.options.drain_timeout, self._subs, to_pubs=self._drain_pubs,
+            replies=self._replies_pending, flush=lambda: self.flush(None), close=self.close,
+        )
+        self._enter(Draining(now.proto, now.server, drain.result))
+        # Reply inboxes stay until the requests they answer have ended (Drain's step 2).
         mux, later = self._mux, set(self._reply_inboxes)
         if mux is not None:
             later.add(mux.subscription.sid)
-        subs, ended = self._subs.begin_drain(proto, frozenset(later))
+        drain.start(now.proto, frozenset(later))
+        return chain(drain.result)
 
-        def subs_flushed(_: object) -> Deferred[Any]:
-            self._subs.input_done(subs)
-            return DeferredList(ended)
+    def _drain_pubs(self) -> bool:
+        """The drain's subscriptions are done: refuse publishes (False: closed meanwhile)."""
+        now = self._now
+        if not isinstance(now, Draining) or now.pubs:
+            return False
+        self._enter(Draining(now.proto, now.server, now.result, pubs=True))
+        return True
 
-        def subs_done(_: object) -> Deferred[None] | None:
-            if self._now is not draining:
-                return None
-            self._enter(Draining(draining.proto, draining.server, result, pubs=True))
-            # Requests already sent get their answer (or time out); then flush, close.
-            waits = [s.when_ended() for s in self._subs.all() if s.sid in self._reply_inboxes]
-            if self._mux is not None:
-                waits.append(self._mux.when_idle())
-            return DeferredList(waits).addCallback(lambda _: self.flush(None))
-
-        def finished(res: object) -> None:
-            if timer.active():
-                timer.cancel()
-            if result.called or expired:
-                return  # (the deadline answered already, or is answering)
-            if isinstance(res, Failure):
-                err = res.value
-                self.close()
-                result.errback(res if isinstance(err, NatsError) else Failure(NatsError(str(err))))
-                return
-            self.close().chainDeferred(result)
-
-        expired: list[bool] = []
-
-        def expire() -> None:
-            if not result.called:
-                expired.append(True)  # the close below may end the drain's steps: not twice
-                log.warn("Drain did not finish within {t}s; closing", t=self.options.drain_timeout)
-                self.close()
-                result.errback(
-                    DrainTimeoutError(f"drain did not finish in {self.options.drain_timeout}s")
-                )
-
-        timer = self._clock.callLater(self.options.drain_timeout, expire)
-        proto.ping().addCallback(subs_flushed).addCallback(subs_done).addBoth(finished)
-        return chain(result)
+    def _replies_pending(self) -> list[Deferred[Any]]:
+        """What fires once the requests in flight have ended (request_many()'s inboxes,
+        and the request inbox's pending requests)."""
+        waits = [s.when_ended() for s in self._subs.all() if s.sid in self._reply_inboxes]
+        if self._mux is not None:
+            waits.append(self._mux.when_idle())
+        return waits
 
     # ================================================================== closing
     def close(self) -> Deferred[None]:
@@ -748,8 +741,10 @@ class Client(Publisher):
         self._mover.close()
         self._connector.cancel()
         closed = ConnectionClosedError("client closed" + (f": {reason}" if reason else ""))
-        if isinstance(now, Connecting):
+        if isinstance(now, Connecting) and now.first is not None:
             now.first.errback(reason if reason is not None else closed)
+        elif isinstance(now, Connecting) and reason is not None:
+            self._report(reason)  # (connect() fired already: say why no server answered)
         # (Pending requests fail as the request inbox subscription ends here.)
         self._subs.close_all(closed)
         for waiter in now.flushes if isinstance(now, (New, Connecting, Reconnecting)) else ():

@@ -330,6 +330,10 @@ class NatsProtocol(Protocol):
         except NatsError as e:
             self.abort(e)
             return False
+        except Exception as e:  # (a user's TLS callback: it must not escape dataReceived)
+            log.failure("Making the TLS connection creator failed")
+            self.abort(TLSError(f"cannot set up TLS: {type(e).__name__}"))
+            return False
         start = getattr(self.transport, "startTLS", None)
         if start is None:
             self.abort(TLSError("this transport cannot start TLS"))

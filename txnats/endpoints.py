@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from twisted.internet.interfaces import IReactorCore, IStreamClientEndpoint
@@ -19,6 +19,7 @@ def server_endpoint(
     tls_creator: Callable[[], Any] | None = None,
     *,
     compression: bool = False,
+    headers: Mapping[str, str] | None = None,
 ) -> IStreamClientEndpoint:
     """A client endpoint reaching ``server``.
 
@@ -33,7 +34,9 @@ def server_endpoint(
         # Imported here: autobahn is an optional dependency (the websocket extra).
         from txnats.websocket import websocket_endpoint
 
-        return websocket_endpoint(reactor, server, timeout, tls_creator, compression=compression)
+        return websocket_endpoint(
+            reactor, server, timeout, tls_creator, compression=compression, headers=headers
+        )
     description = server.endpoint_description
     if description is not None and description.startswith("memory:"):
         # Imported here: only tests dial the in-memory server.

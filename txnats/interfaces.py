@@ -120,6 +120,10 @@ class IClient(Interface):
     max_control_line = Attribute("The longest control line the client sends (bytes).")
     pending_bytes = Attribute("Bytes published and not yet handed to the socket (int).")
     subscriptions = Attribute("The active subscriptions (list of ISubscription).")
+    last_error = Attribute(
+        "Why the latest connection attempt failed or the connection was lost (a "
+        "NatsError), or None."
+    )
 
     def publish(
         subject: str, data: bytes = b"", reply: str | None = None,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from txnats._args import check_count, check_delay, check_timeout
+from txnats.auth import Credentials
 from txnats.errors import InvalidArgumentError, InvalidArgumentTypeError, NatsError
 from txnats.tls import TLSConfig
 
@@ -18,6 +20,7 @@ __all__ = [
     "DEFAULT_RECONNECT_BUFFER",
     "DEFAULT_URL",
     "Options",
+    "PoolServer",
     "Statistics",
 ]
 
@@ -50,6 +53,18 @@ class Statistics:
     in_bytes: int = 0
     out_bytes: int = 0
     reconnects: int = 0
+
+
+@dataclass(frozen=True)
+class PoolServer:
+    """A server of the pool, as ``reconnect_to_server_cb`` sees it."""
+
+    #: Its URL, credentials redacted (what to return to choose it).
+    url: str
+    #: Failed attempts on it since the client was last connected to it.
+    attempts: int
+    #: True for a server a cluster announced, False for one given to ``connect()``.
+    discovered: bool
 
 
 @dataclass(kw_only=True)
@@ -113,9 +128,26 @@ class Options:
     no_randomize: bool = False
     #: Do not add the servers a cluster announces (``connect_urls``) to the pool.
     ignore_discovered_servers: bool = False
-    #: On the first connect, go through the pool as reconnecting would, rather than
-    #: trying each server once.
+    #: Start without a server: :func:`~txnats.connect` fires at once with a client in
+    #: the ``CONNECTING`` state, which keeps publishes in its reconnect buffer and
+    #: subscriptions for the first connection, and goes through the pool as
+    #: reconnecting would (``max_reconnect_attempts`` per server) until a server
+    #: answers; ``connected_cb`` is called then (nats.go's ``RetryOnFailedConnect``).
+    #: Without it the first connect tries each server once and fails if none answers.
     retry_on_failed_connect: bool = False
+    #: ``reconnect_delay_cb(attempt) -> seconds``: the wait before reconnect attempt
+    #: ``attempt`` (1, 2, ... since the connection was lost, or since the start with
+    #: ``retry_on_failed_connect``), instead of ``reconnect_wait`` and
+    #: ``reconnect_jitter`` (ADR-40's custom reconnect delay).
+    reconnect_delay_cb: Callable[[int], float] | None = None
+    #: ``reconnect_to_server_cb(servers, info) -> (url, seconds) | None``: before each
+    #: reconnect attempt, choose the server from the pool (``servers``: a
+    #: :class:`PoolServer` each; ``info``: the latest server INFO) and how long to wait
+    #: first; None keeps the client's own choice. A URL outside the pool is ignored,
+    #: and logged (ADR-40's reconnect to a specific server).
+    reconnect_to_server_cb: (
+        Callable[[list[PoolServer], dict[str, Any]], tuple[str, float] | None] | None
+    ) = None
     #: Called on every connection attempt for a fresh token.
     token_handler: Callable[[], str] | None = field(default=None, repr=False)
     #: An NKEY user seed (``SU...``), or a path to a file holding one.
@@ -125,6 +157,17 @@ class Options:
     #: A path to a ``.creds`` file (user JWT and seed), read on every connection
     #: attempt so that rotated credentials apply.
     user_credentials: str | None = field(default=None, repr=False)
+    #: A ``.creds`` file's content, as bytes (nats.go's ``UserCredentialBytes``).
+    user_credentials_bytes: bytes | None = field(default=None, repr=False)
+    #: A user JWT and its NKEY seed (``SU...``), as strings (``UserJWTAndSeed``).
+    user_jwt: str | None = field(default=None, repr=False)
+    user_seed: str | None = field(default=None, repr=False)
+    #: ``user_info_cb() -> (user, password)``, called on each connection attempt
+    #: (nats.go's ``UserInfoHandler``).
+    user_info_cb: Callable[[], tuple[str, str]] | None = field(default=None, repr=False)
+    #: An NKEY user's public key (``U...``): the server's nonce is signed by
+    #: ``signature_cb``, so the seed never reaches the client (``Nkey(pub, sigCB)``).
+    nkey: str | None = field(default=None, repr=False)
     #: JWT authentication without a file: a callable returning the user JWT, and one
     #: returning the raw Ed25519 signature of the server's nonce.
     user_jwt_cb: Callable[[], str] | None = field(default=None, repr=False)
@@ -139,17 +182,31 @@ class Options:
     tls_key_file: str | None = field(default=None, repr=False)
     #: The name to verify in the server's certificate (and send as SNI).
     tls_hostname: str | None = None
+    #: ``tls_cert_cb() -> (certificate PEM, key PEM)`` and ``tls_ca_cb() -> CA PEM``,
+    #: called on each connection attempt: certificates that rotate are picked up at
+    #: the next connection (nats.go's ``ClientTLSConfig`` callbacks).
+    tls_cert_cb: Callable[[], tuple[bytes, bytes]] | None = field(default=None, repr=False)
+    tls_ca_cb: Callable[[], bytes] | None = None
     #: Start TLS before the server's INFO (servers configured with ``handshake_first``).
     tls_handshake_first: bool = False
     #: Offer permessage-deflate on ``ws://``/``wss://`` connections.
     ws_compression: bool = False
+    #: Extra HTTP headers for the WebSocket upgrade request (``ws://``, ``wss://``):
+    #: a proxy's authentication, say.
+    ws_headers: dict[str, str] | None = field(default=None, repr=False)
     #: ``error_cb(error)``: asynchronous errors (slow consumers, handler errors,
     #: permission violations, messages that could not be delivered whole).
     error_cb: Callable[[Exception], object] | None = None
     #: ``disconnected_cb(reason)``: the connection was lost (or closed).
     disconnected_cb: Callable[[NatsError], object] | None = None
+    #: ``connected_cb()``: the first connection is made (with
+    #: ``retry_on_failed_connect``, how to learn that a server answered).
+    connected_cb: Callable[[], object] | None = None
     #: ``reconnected_cb()``: connected again (after a loss, or a lame-duck move).
     reconnected_cb: Callable[[], object] | None = None
+    #: ``reconnect_error_cb(url, error)``: a connection attempt failed (the server's
+    #: URL, redacted, and why): one call per failed attempt (``ReconnectErrHandler``).
+    reconnect_error_cb: Callable[[str, NatsError], object] | None = None
     #: ``closed_cb()``: the client is closed for good.
     closed_cb: Callable[[], object] | None = None
     #: ``lame_duck_cb()``: the server announced lame-duck mode.
@@ -160,13 +217,14 @@ class Options:
     def __post_init__(self) -> None:
         shorthand = (
             self.tls_ca_file or self.tls_cert_file or self.tls_key_file or self.tls_hostname
-            or self.tls_handshake_first
+            or self.tls_handshake_first or self.tls_cert_cb or self.tls_ca_cb
         )
         if shorthand and self.tls is None:
             self.tls = TLSConfig(
                 ca_file=self.tls_ca_file, cert_file=self.tls_cert_file,
                 key_file=self.tls_key_file, hostname=self.tls_hostname,
-                handshake_first=self.tls_handshake_first,
+                handshake_first=self.tls_handshake_first, cert_cb=self.tls_cert_cb,
+                ca_cb=self.tls_ca_cb,
             )
         elif shorthand and not self._tls_from_shorthand():
             raise InvalidArgumentError("give tls=TLSConfig(...) or the tls_* options, not both")
@@ -175,10 +233,11 @@ class Options:
         """True if ``tls`` is what the ``tls_*`` options make (a copy of these options)."""
         t = self.tls
         return t is not None and t.creator is None and (
-            t.ca_file, t.cert_file, t.key_file, t.hostname, t.handshake_first
+            t.ca_file, t.cert_file, t.key_file, t.hostname, t.handshake_first, t.cert_cb,
+            t.ca_cb,
         ) == (
             self.tls_ca_file, self.tls_cert_file, self.tls_key_file, self.tls_hostname,
-            self.tls_handshake_first,
+            self.tls_handshake_first, self.tls_cert_cb, self.tls_ca_cb,
         )
 
     def check(self) -> None:
@@ -201,9 +260,27 @@ class Options:
         for name in (
             "error_cb", "disconnected_cb", "reconnected_cb", "closed_cb", "lame_duck_cb",
             "discovered_servers_cb", "token_handler", "user_jwt_cb", "signature_cb",
+            "connected_cb", "reconnect_error_cb", "reconnect_delay_cb",
+            "reconnect_to_server_cb", "user_info_cb", "tls_cert_cb", "tls_ca_cb",
         ):
             cb = getattr(self, name)
             if cb is not None and not callable(cb):
                 raise InvalidArgumentTypeError(
                     f"{name} must be callable, not {type(cb).__name__}"
                 )
+        if self.ws_headers is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in dict(self.ws_headers).items()
+        ):
+            raise InvalidArgumentTypeError("ws_headers must map header names to strings")
+        self.credentials().check()
+
+    def credentials(self) -> Credentials:
+        """The authentication these options give (see :mod:`txnats.auth`)."""
+        return Credentials(
+            user=self.user, password=self.password, token=self.token,
+            token_handler=self.token_handler, nkeys_seed=self.nkeys_seed,
+            nkeys_seed_file=self.nkeys_seed_file, user_credentials=self.user_credentials,
+            user_credentials_bytes=self.user_credentials_bytes, user_jwt=self.user_jwt,
+            user_seed=self.user_seed, user_info_cb=self.user_info_cb, nkey=self.nkey,
+            user_jwt_cb=self.user_jwt_cb, signature_cb=self.signature_cb,
+        )

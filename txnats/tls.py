@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,9 @@ class TLSConfig:
     overrides the name verified (and sent as SNI); ``handshake_first`` starts TLS before
     the server's INFO (servers with ``handshake_first``). ``creator`` is a ready
     ``IOpenSSLClientConnectionCreator`` (e.g. from ``optionsForClientTLS``) used as is.
+    ``cert_cb() -> (certificate PEM, key PEM)`` and ``ca_cb() -> CA PEM`` are called on
+    each connection attempt instead of reading ``cert_file``/``key_file`` and
+    ``ca_file``, so that certificates which rotate apply at the next connection.
     """
 
     ca_file: str | None = None
@@ -56,6 +60,8 @@ class TLSConfig:
     hostname: str | None = None
     handshake_first: bool = False
     creator: Any = None
+    cert_cb: Callable[[], tuple[bytes, bytes]] | None = field(default=None, repr=False)
+    ca_cb: Callable[[], bytes] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return (
@@ -65,36 +71,61 @@ class TLSConfig:
         )
 
     def client_creator(self, hostname: str) -> Any:
-        """An ``IOpenSSLClientConnectionCreator`` verifying ``hostname``."""
+        """An ``IOpenSSLClientConnectionCreator`` verifying ``hostname``.
+
+        :raises TLSError: a file that cannot be read or parsed, a callback that fails
+            or answers something else than PEM bytes.
+        """
         if self.creator is not None:
             return self.creator
         from twisted.internet import ssl
 
         name = self.hostname or hostname
-        trust: Any = None
-        if self.ca_file is not None:
-            pems = _PEM_CERT.findall(_read_bytes(self.ca_file, "CA file"))
-            if not pems:
-                raise TLSError("no certificate in the CA file (ca_file)")
-            try:
-                certs = [ssl.Certificate.loadPEM(p) for p in pems]
-            except Exception as e:
-                raise TLSError(f"bad CA file (ca_file): {type(e).__name__}") from None
-            trust = ssl.trustRootFromCertificates(certs)  # type: ignore[no-untyped-call]
-        client_cert: Any = None
-        if self.cert_file is not None:
+        try:
+            return ssl.optionsForClientTLS(
+                name, trustRoot=self._trust(ssl), clientCertificate=self._client_cert(ssl)
+            )
+        except TLSError:
+            raise
+        except Exception as e:
+            raise TLSError(f"cannot set up TLS for {name!r}: {type(e).__name__}") from None
+
+    def _trust(self, ssl: Any) -> Any:
+        """The trust roots: the CA certificates given, or None for the platform's."""
+        if self.ca_cb is not None:
+            ca = self.ca_cb()
+            if not isinstance(ca, bytes):
+                raise TLSError("tls_ca_cb must return the CA certificates' PEM, as bytes")
+        elif self.ca_file is not None:
+            ca = _read_bytes(self.ca_file, "CA file")
+        else:
+            return None
+        pems = _PEM_CERT.findall(ca)
+        if not pems:
+            raise TLSError("no certificate in the CA certificates given (ca_file, tls_ca_cb)")
+        try:
+            certs = [ssl.Certificate.loadPEM(p) for p in pems]
+        except Exception as e:
+            raise TLSError(f"bad CA certificate: {type(e).__name__}") from None
+        return ssl.trustRootFromCertificates(certs)
+
+    def _client_cert(self, ssl: Any) -> Any:
+        """The client certificate with its key (mutual TLS), or None."""
+        if self.cert_cb is not None:
+            pair = self.cert_cb()
+            if not (isinstance(pair, tuple) and len(pair) == 2
+                    and all(isinstance(p, bytes) for p in pair)):
+                raise TLSError("tls_cert_cb must return (certificate PEM, key PEM), two bytes")
+            cert, key = pair
+        elif self.cert_file is not None:
             cert = _read_bytes(self.cert_file, "certificate file")
             key = _read_bytes(self.key_file, "key file", secret=True) if self.key_file else cert
-            try:
-                client_cert = ssl.PrivateCertificate.loadPEM(  # type: ignore[no-untyped-call]
-                    key + b"\n" + cert
-                )
-            except Exception as e:
-                raise TLSError(f"bad client certificate or key: {type(e).__name__}") from None
+        else:
+            return None
         try:
-            return ssl.optionsForClientTLS(name, trustRoot=trust, clientCertificate=client_cert)
+            return ssl.PrivateCertificate.loadPEM(key + b"\n" + cert)
         except Exception as e:
-            raise TLSError(f"cannot set up TLS for {name!r}: {e}") from None
+            raise TLSError(f"bad client certificate or key: {type(e).__name__}") from None
 
 
 def is_tls_failure(reason: Failure) -> bool:

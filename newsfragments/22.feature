@@ -1,0 +1,1 @@
+The interfaces list what users call, with real types: ``IReader`` (``next_msg``, ``async for``, ``pending``) is new, ``ISubscription`` extends it, ``IClient`` has every public name of ``Client``; the ``Handler`` type lives in ``txnats.interfaces``.
