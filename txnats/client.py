@@ -231,18 +231,24 @@ class Client(Publisher):
 
     @property
     def is_connected(self) -> bool:
+        """True while a connection is up and not draining (``state`` is ``CONNECTED``)."""
         return isinstance(self._now, Connected)
 
     @property
     def is_closed(self) -> bool:
+        """True once ``close()`` has begun or the client gave up reconnecting; a closed
+        client never connects again."""
         return isinstance(self._now, (Closing, Closed))
 
     @property
     def is_reconnecting(self) -> bool:
+        """True between the loss of a connection and the next one (publishes go to the
+        reconnect buffer meanwhile)."""
         return isinstance(self._now, Reconnecting)
 
     @property
     def is_draining(self) -> bool:
+        """True while ``drain()`` runs: subscriptions first, then the publishes."""
         return isinstance(self._now, Draining)
 
     @property
@@ -253,6 +259,8 @@ class Client(Publisher):
 
     @property
     def client_id(self) -> int | None:
+        """The id the server gave this connection in its INFO; None before the first
+        INFO or if the server sent none."""
         cid = self.server_info.get("client_id")
         return cid if isinstance(cid, int) else None
 
@@ -263,6 +271,8 @@ class Client(Publisher):
 
     @property
     def discovered_servers(self) -> list[str]:
+        """The servers of the pool learnt from the cluster's INFO (``connect_urls``),
+        not given to ``connect()``; credentials redacted."""
         return [s.redacted for s in self._connector.pool.servers if s.discovered]
 
     # ================================================================== scheduling

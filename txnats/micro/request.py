@@ -13,8 +13,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ERROR_CODE_HEADER", "ERROR_HEADER", "Request", "one_line"]
 
-#: The headers of an error reply (ADR-32): a description people can read, and a code.
+#: The header of an error reply (ADR-32) that holds a description people can read.
 ERROR_HEADER = "Nats-Service-Error"
+#: The header of an error reply (ADR-32) that holds its code (a number, as text).
 ERROR_CODE_HEADER = "Nats-Service-Error-Code"
 
 #: The longest error description put in a header (a longer one is cut).

@@ -32,8 +32,11 @@ __all__ = [
     "parse_time",
 ]
 
+#: The ``type`` field of a service's answer to ``$SRV.PING`` (ADR-32).
 PING_RESPONSE_TYPE = "io.nats.micro.v1.ping_response"
+#: The ``type`` field of a service's answer to ``$SRV.INFO`` (ADR-32).
 INFO_RESPONSE_TYPE = "io.nats.micro.v1.info_response"
+#: The ``type`` field of a service's answer to ``$SRV.STATS`` (ADR-32).
 STATS_RESPONSE_TYPE = "io.nats.micro.v1.stats_response"
 
 _TIME = re.compile(

@@ -172,6 +172,8 @@ class Headers(MutableMapping[str, str]):
         return list(self._items)
 
     def copy(self) -> Headers:
+        """A new Headers with the same pairs, status line and ``raw`` block; changing
+        one leaves the other as it was."""
         return Headers(self)
 
     def __eq__(self, other: object) -> bool:
