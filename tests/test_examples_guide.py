@@ -35,6 +35,34 @@ def run_script(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
 
 
+def run_trial(name: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m twisted.trial examples/<name>`` as the testing page says, its
+    _trial_temp in a temporary directory (blocking; call it in a thread)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        return subprocess.run(
+            [sys.executable, "-m", "twisted.trial", "--temp-directory",
+             os.path.join(tmp, "_trial_temp"), str(EXAMPLES / name)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+            check=False,
+        )
+
+
+def run_pytest(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pytest examples/<name>`` as the testing page says, in a child
+    process that finds the plugin through its entry point; ``--nats-server-required``
+    makes a missing nats-server an error rather than a skip (blocking; call it in a
+    thread)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         "--nats-server-required", f"examples/{name}", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
+    )
+
+
 class GuideExampleTests(TestCase):
     """Examples that start their own servers."""
 
@@ -125,18 +153,60 @@ class GuideExampleTests(TestCase):
             "no stream for nowhere.new: NoStreamResponseError",
         ])
 
-    async def test_greeter_tests(self) -> None:
-        """The testing page's trial TestCase passes, both tests."""
-        with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, PYTHONPATH=str(ROOT))
-            result = await deferToThread(
-                subprocess.run,
-                [sys.executable, "-m", "twisted.trial", "--temp-directory",
-                 os.path.join(tmp, "_trial_temp"), str(EXAMPLES / "greeter_tests.py")],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-            )
+    async def trial_example(self, name: str, passed: int) -> None:
+        """Run a trial example; assert that all its ``passed`` tests pass."""
+        result = await deferToThread(run_trial, name)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
-        self.assertIn("PASSED (successes=2)", result.stdout)
+        self.assertIn(f"PASSED (successes={passed})", result.stdout)
+
+    async def pytest_example(self, name: str, passed: int, *args: str) -> None:
+        """Run a pytest example; assert that all its ``passed`` tests pass, none
+        skipped."""
+        result = await deferToThread(run_pytest, name, *args)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertRegex(result.stdout, rf"(?m)^{passed} passed in ")
+
+    async def test_greeter_tests(self) -> None:
+        """The testing page's trial TestCase against a real server passes, both tests."""
+        await self.trial_example("greeter_tests.py", 2)
+
+    async def test_cluster_tests(self) -> None:
+        """The trial example on a three-node NatsCluster passes, both tests."""
+        await self.trial_example("cluster_tests.py", 2)
+
+    async def test_fault_proxy_tests(self) -> None:
+        """The trial example through a FaultProxy passes, both tests."""
+        await self.trial_example("fault_proxy_tests.py", 2)
+
+    async def test_memory_tests(self) -> None:
+        """The trial example on MemoryNats and a task.Clock passes, all five tests."""
+        await self.trial_example("memory_tests.py", 5)
+
+    async def test_greeter_fixtures(self) -> None:
+        """The pytest example of nats_server, nats_client, nats_connect and
+        nats_jetstream_server passes, per test and with one server per session."""
+        await self.pytest_example("test_greeter_fixtures.py", 3)
+        await self.pytest_example("test_greeter_fixtures.py", 3, "--nats-server-scope=session")
+
+    async def test_cluster_fixtures(self) -> None:
+        """The pytest example of nats_cluster passes."""
+        await self.pytest_example("test_cluster_fixtures.py", 2)
+
+    async def test_fault_proxy_fixtures(self) -> None:
+        """The pytest example of nats_fault_proxy passes."""
+        await self.pytest_example("test_fault_proxy_fixtures.py", 2)
+
+    async def test_memory_fixtures(self) -> None:
+        """The pytest example of memory_nats (on a Clock) and memory_nats_client
+        passes."""
+        await self.pytest_example("test_memory_fixtures.py", 4)
+
+    async def test_trial_and_pytest_examples_in_one_session(self) -> None:
+        """The testing page's mixed session: a pytest example, then two trial ones, in
+        one pytest run: all 11 tests pass (the plugin hands the reactor back after the
+        pytest-twisted tests)."""
+        await self.pytest_example("test_memory_fixtures.py", 11, "examples/memory_tests.py",
+                                  "examples/greeter_tests.py")
 
     async def test_cli_tour(self) -> None:
         """The command line page's script: server, reply, req, sub, pub, two benches."""
