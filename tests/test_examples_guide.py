@@ -6,6 +6,7 @@ run by one of these files."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,14 +26,19 @@ from tests.support.servers import ServerPerClass
 from tests.support.waits import reactor
 from tests.test_examples import EXAMPLES, ROOT, RUN_TIMEOUT, run_example
 
+#: Seconds the JetStream command-line tour may take: it runs about 30 ``txnats``
+#: commands, each a new Python process (about 20 s in all on a machine with load 4).
+CLI_JETSTREAM_TIMEOUT = 240
 
-def run_script(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+
+def run_script(name: str, env: dict[str, str],
+               timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
     """Run ``sh examples/<name>`` with this interpreter's scripts first on PATH."""
     full = dict(os.environ, **env)
     full["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full.get("PATH", "")])
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full.get("PYTHONPATH")]))
     return subprocess.run(["sh", str(EXAMPLES / name)], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def run_trial(name: str) -> subprocess.CompletedProcess[str]:
@@ -217,6 +223,43 @@ class GuideExampleTests(TestCase):
         self.assertIn("X-Trace: 1", out)
         self.assertRegex(out, r"Pub stats: [\d,]+ msgs/sec")
         self.assertRegex(out, r"Req stats: [\d,]+ req/sec")
+
+    async def test_cli_jetstream(self) -> None:
+        """The command line page's JetStream tour, its context in a temporary
+        XDG_CONFIG_HOME: each verb prints what the page says, the context is written
+        where the nats CLI keeps them, and removed again."""
+        with tempfile.TemporaryDirectory() as config:
+            result = await deferToThread(
+                run_script, "cli_jetstream.sh",
+                {"PORT": str(free_port()), "XDG_CONFIG_HOME": config}, CLI_JETSTREAM_TIMEOUT)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            nats_dir = Path(config) / "nats"
+            self.assertEqual((nats_dir / "context.txt").read_text(), "")
+            self.assertEqual((nats_dir / "previous-context.txt").read_text(), "tour")
+            self.assertFalse((nats_dir / "context" / "tour.json").exists())
+        out, lines = result.stdout, result.stdout.splitlines()
+        self.assertIn(f"Path: {config}/nats/context/tour.json", out)
+        self.assertIn("tour*  the JetStream tour", lines)
+        view = lines.index('{"id": 1}')
+        self.assertEqual(lines[view + 1], '{"id": 2}')
+        self.assertRegex(out, r'"seq": 2,\s+"time": "[^"]+",\s+"headers": \{\s+"X-Trace"')
+        self.assertRegex(out, r"Messages: 2\n")
+        taken = [json.loads(x) for x in lines if x.startswith('{"subject": "orders.new"')]
+        self.assertEqual([(m["stream_seq"], m["outcome"]) for m in taken],
+                         [(1, "Acknowledged message"), (2, "Acknowledged message")])
+        self.assertEqual(taken[1]["headers"], {"X-Trace": ["7"]})
+        self.assertIn("WORKER", lines)
+        self.assertIn("postgres://db", lines)
+        self.assertRegex(out, r"db\.url +2 +PUT .* postgres://db2\n")
+        [watched] = [json.loads(x) for x in lines if x.startswith('{"bucket": "CONFIG"')]
+        self.assertEqual((watched["revision"], watched["value"]), (2, "postgres://db2"))
+        self.assertEqual(lines[-3:], ["notes.txt", "backup.tar", "ORDERS"])
+        for said in ("Deleted CONFIG > db.url", "Put FILES > backup.tar",
+                     "Wrote FILES > backup.tar to stdout", "Deleted stream ORDERS",
+                     "Deleted context 'tour'"):
+            self.assertIn(said, result.stderr)
+
+    test_cli_jetstream.timeout = CLI_JETSTREAM_TIMEOUT + 30  # type: ignore[attr-defined]
 
 
 class ReadmeExampleTests(ServerPerClass, TestCase):
