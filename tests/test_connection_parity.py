@@ -28,7 +28,7 @@ from txnats.options import PoolServer
 from txnats.testing import FaultProxy, NatsServer
 
 from .support.credentials import KeyPair, Operator, creds_text
-from .support.files import free_port, write_file
+from .support.files import free_port, temp_file, write_file
 from .support.waits import WAIT, bounded, reactor, wait_until
 
 
@@ -220,8 +220,7 @@ class TLSCallbackTests(ParityTestCase):
         rotated client certificate is used from the next connection on."""
         ca = trustme.CA()
         server_cert = ca.issue_cert("127.0.0.1", "localhost")
-        d = self.mktemp()
-        os.makedirs(d)
+        d = os.path.dirname(temp_file(self))
         cert = write_file(d, "s.pem", b"".join(p.bytes() for p in server_cert.cert_chain_pems))
         key = write_file(d, "s.key", server_cert.private_key_pem.bytes())
         ca_file = write_file(d, "ca.pem", ca.cert_pem.bytes())
