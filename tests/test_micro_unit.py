@@ -804,7 +804,8 @@ class PublicSurfaceTests(SynchronousTestCase):
         self.assertEqual(set(m.__all__), {
             "API_PREFIX", "DEFAULT_QUEUE_GROUP", "ERROR_CODE_HEADER", "ERROR_HEADER",
             "INFO_RESPONSE_TYPE", "INHERIT", "PING_RESPONSE_TYPE", "STATS_RESPONSE_TYPE",
-            "AlreadyRespondedError", "Endpoint", "EndpointInfo", "EndpointStats", "Group",
+            "AlreadyRespondedError", "Endpoint", "EndpointInfo", "EndpointStats", "ErrorHandler",
+            "Group",
             "Handler", "InfoResponse", "InvalidResponseError", "InvalidServiceConfigError",
             "PingResponse", "Request", "Service", "ServiceError", "ServiceStoppedError",
             "StatsHandler", "StatsResponse", "add_service", "control_subject", "info",

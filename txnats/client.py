@@ -97,8 +97,7 @@ class Client(Publisher):
         *,
         rng: random.Random | None = None,
     ) -> Self:
-        # What can refuse the arguments runs here, before the object exists: a client is
-        # never half-built (one whose __init__ raised used to fail on is_closed).
+        # Refusals run here, before the object exists: a client is never half-built.
         check_reactor("Client", reactor)
         (options or Options()).check()
         parse_servers(servers)
@@ -492,6 +491,7 @@ class Client(Publisher):
         pending_bytes_limit: int | None = None,
         concurrency: int = 1,
         backpressure: bool = False,
+        on_drop: Callable[[Msg], object] | None = None,
     ) -> Subscription:
         """Subscribe to ``subject`` (wildcards allowed), optionally in a queue group.
 
@@ -502,16 +502,21 @@ class Client(Publisher):
         instead of dropping messages. Every argument after ``handler`` is keyword-only
         (``subscribe(subject, handler, queue="workers")``).
 
+        A message arriving while ``pending_msgs_limit`` messages or ``pending_bytes_limit``
+        bytes wait is dropped (counted in ``dropped``; the first of a run goes to
+        ``error_cb`` as a :class:`SlowConsumerError`) and, in the next batch of work,
+        passed to ``on_drop(msg)`` if given, still answerable (``msg.respond()``).
+
         Raises, having changed nothing: :class:`BadSubjectError` for a bad subject or
-        queue name, :class:`InvalidArgumentTypeError` for a handler that is not
-        callable, :class:`InvalidArgumentError` for a limit or count below 1,
+        queue name, :class:`InvalidArgumentTypeError` for a handler or ``on_drop`` that
+        is not callable, :class:`InvalidArgumentError` for a limit or count below 1,
         :class:`ConnectionClosedError` or :class:`ConnectionDrainingError`.
         """
         pending_msgs_limit, pending_bytes_limit = check_subscribe(
             handler, max_msgs, concurrency,
             self.options.pending_msgs_limit if pending_msgs_limit is None else pending_msgs_limit,
             self.options.pending_bytes_limit if pending_bytes_limit is None
-            else pending_bytes_limit,
+            else pending_bytes_limit, on_drop,
         )
         if self.is_closed:
             raise ConnectionClosedError("client is closed")
@@ -520,16 +525,9 @@ class Client(Publisher):
         sid = self._subs.next_sid()
         frame = encode_sub(subject, sid, queue, self._max_line)  # validates all three
         sub = Subscription(
-            self._subs,
-            sid,
-            subject,
-            queue,
-            handler,
-            max_msgs=max_msgs,
-            pending_msgs_limit=pending_msgs_limit,
-            pending_bytes_limit=pending_bytes_limit,
-            concurrency=concurrency,
-            backpressure=backpressure,
+            self._subs, sid, subject, queue, handler, max_msgs=max_msgs,
+            pending_msgs_limit=pending_msgs_limit, pending_bytes_limit=pending_bytes_limit,
+            concurrency=concurrency, backpressure=backpressure, on_drop=on_drop,
         )
         proto = self._proto
         if proto is not None:
@@ -551,8 +549,7 @@ class Client(Publisher):
 
     def jetstream(self, **options: Any) -> JetStreamContext:
         """A JetStream context on this connection (see :class:`txnats.jetstream.JetStreamContext`
-        for ``domain``, ``prefix``, ``timeout`` and ``publish_async_max_pending``).
-        """
+        for ``domain``, ``prefix``, ``timeout`` and ``publish_async_max_pending``)."""
         # Imported here: JetStream is built on the client's public API, never the reverse.
         from txnats.jetstream import JetStreamContext
 

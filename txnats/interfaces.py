@@ -144,9 +144,11 @@ class IClient(Interface):
         pending_bytes_limit: int | None = None,
         concurrency: int = 1,
         backpressure: bool = False,
+        on_drop: Callable[[Msg], object] | None = None,
     ) -> ISubscription:
         """Subscribe; the handler's messages come in order (with ``concurrency`` > 1,
-        that many at once). Raises BadSubjectError, ControlLineTooLongError,
+        that many at once); ``on_drop(msg)`` hears of each message dropped over the
+        pending limits. Raises BadSubjectError, ControlLineTooLongError,
         InvalidArgumentError, ConnectionClosedError or ConnectionDrainingError."""
 
     def request(

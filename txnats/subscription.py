@@ -26,6 +26,7 @@ from zope.interface import implementer
 
 from txnats._args import MAX_SECONDS, check_count, check_timeout
 from txnats._mailbox import Mailbox
+from txnats._turns import call_user
 from txnats.errors import (
     ConnectionClosedError,
     DrainTimeoutError,
@@ -112,14 +113,17 @@ _serving: ContextVar[Subscription | None] = ContextVar("txnats_serving", default
 
 def check_subscribe(
     handler: object, max_msgs: int | None, concurrency: int,
-    pending_msgs_limit: int, pending_bytes_limit: int,
+    pending_msgs_limit: int, pending_bytes_limit: int, on_drop: object = None,
 ) -> tuple[int, int]:
     """Check ``subscribe()``'s arguments; return the pending limits.
 
     :raises InvalidArgumentTypeError: a handler that is not callable (a string: the
-        queue group given in its place, as nats-py's order has it).
+        queue group given in its place, as nats-py's order has it), or an ``on_drop``
+        that is not.
     :raises InvalidArgumentError: a count or limit below 1.
     """
+    if on_drop is not None and not callable(on_drop):
+        raise InvalidArgumentTypeError(f"on_drop must be callable, not {on_drop!r}")
     if handler is not None and not callable(handler):
         raise InvalidArgumentTypeError(
             f"handler must be callable, not {type(handler).__name__} {handler!r}"
@@ -150,6 +154,7 @@ class Subscription(Mailbox[Msg]):
         "_handler",
         "_host",
         "_inflight",
+        "_on_drop",
         "_responder",
         "_running",
         "_scheduled",
@@ -183,6 +188,7 @@ class Subscription(Mailbox[Msg]):
         pending_bytes_limit: int,
         concurrency: int = 1,
         backpressure: bool = False,
+        on_drop: Callable[[Msg], object] | None = None,
     ) -> None:
         Mailbox.__init__(self, host.clock, f"message on {subject!r}")
         self._host = host
@@ -196,6 +202,7 @@ class Subscription(Mailbox[Msg]):
         self.pending_bytes_limit = pending_bytes_limit
         self.concurrency = concurrency
         self.backpressure = backpressure
+        self._on_drop = on_drop
         #: Messages and payload bytes waiting in the mailbox.
         self.pending_msgs = 0
         self.pending_bytes = 0
@@ -221,12 +228,15 @@ class Subscription(Mailbox[Msg]):
         """Called while parsing: put ``msg`` in the mailbox (or drop it). No user code."""
         self.received += 1
         size = len(msg.data)
+        msg._respond = self._responder  # private-reach: bind each message to its client
         if (
             self.pending_msgs >= self.pending_msgs_limit
             or self.pending_bytes + size > self.pending_bytes_limit
         ) and not self.backpressure:
             self.dropped += 1
             self._host.dropped(self, msg)
+            if self._on_drop is not None:
+                self._host.schedule(call_user, "on_drop", self._on_drop, msg)
             if not self._slow:
                 self._slow = True
                 self._host.report(
@@ -240,7 +250,6 @@ class Subscription(Mailbox[Msg]):
                     )
                 )
             return
-        msg._respond = self._responder  # private-reach: bind each message to its client
         self._items.append(msg)
         self.pending_msgs += 1
         self.pending_bytes += size

@@ -25,7 +25,13 @@ from twisted.python.failure import Failure
 
 from txnats._args import check_timeout
 from txnats.client import ClientState
-from txnats.errors import ConnectionClosedError, InvalidArgumentTypeError, NatsError
+from txnats.errors import (
+    ConnectionClosedError,
+    InvalidArgumentTypeError,
+    NatsError,
+    SlowConsumerError,
+    SubscriptionClosedError,
+)
 from txnats.micro._checks import (
     check_group_name,
     check_metadata,
@@ -56,6 +62,7 @@ __all__ = [
     "DEFAULT_QUEUE_GROUP",
     "INHERIT",
     "Endpoint",
+    "ErrorHandler",
     "Group",
     "Handler",
     "Service",
@@ -93,6 +100,10 @@ Handler = Callable[[Request], object]
 #: Called with each endpoint when stats are asked for; returns JSON-able data,
 #: reported as that endpoint's ``data``.
 StatsHandler = Callable[["Endpoint"], Any]
+
+#: Called as ``error_handler(service, error)`` with what goes wrong outside a handler
+#: (see :func:`add_service`); returns nothing.
+ErrorHandler = Callable[["Service", NatsError], object]
 
 
 def control_subject(
@@ -140,19 +151,28 @@ class Endpoint:
         metadata: dict[str, str],
         handler: Handler,
         concurrency: int,
+        limits: tuple[int | None, int | None],
+        report: Callable[[NatsError, Endpoint | None], None],
+        failed: Callable[[NatsError, Endpoint | None], None],
     ) -> None:
         self.name = name
         self.subject = subject
         self.queue_group = queue_group
         self._metadata = metadata
         self._handler = handler
+        self._report = report
+        self._failed_with = failed
         self.num_requests = 0
         self.num_errors = 0
         self.last_error = ""
         self.processing_time = 0
+        self._dropping = False
         self._sub: Subscription = nc.subscribe(
-            subject, self._on_msg, queue=queue_group, concurrency=concurrency
+            subject, self._on_msg, queue=queue_group, concurrency=concurrency,
+            pending_msgs_limit=limits[0], pending_bytes_limit=limits[1],
+            on_drop=self._on_drop,
         )
+        self._sub.when_ended().addCallback(self._ended)
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -170,9 +190,22 @@ class Endpoint:
         """True until the endpoint's subscription has ended."""
         return self._sub.is_active
 
+    @property
+    def pending_msgs_limit(self) -> int:
+        """How many requests may wait for the handler; over that, a request is answered
+        with error 503 at once (and counted as an error)."""
+        return self._sub.pending_msgs_limit
+
+    @property
+    def pending_bytes_limit(self) -> int:
+        """How many bytes of requests may wait for the handler; over that, as for
+        :attr:`pending_msgs_limit`."""
+        return self._sub.pending_bytes_limit
+
     # ------------------------------------------------------------------ requests
     def _on_msg(self, msg: Msg) -> Deferred[None] | None:
         self.num_requests += 1
+        self._dropping = False
         start = time.perf_counter_ns()
         req = Request(msg)
         try:
@@ -192,6 +225,34 @@ class Endpoint:
             )
         self._done(start, req.error)
         return None
+
+    def _on_drop(self, msg: Msg) -> None:
+        """A request arrived over the pending limits: answer 503 at once, count it, and
+        tell the service's error handler once per run of them."""
+        self.num_requests += 1
+        description = (f"too many requests pending ({self.pending_msgs_limit} msgs / "
+                       f"{self.pending_bytes_limit} bytes)")
+        self.num_errors += 1
+        self.last_error = f"503:{description}"
+        if msg.reply:
+            try:
+                Request(msg).respond_error(503, description)
+            except NatsError as e:
+                self._report(e, self)
+        if not self._dropping:
+            self._dropping = True
+            self._report(SlowConsumerError(
+                f"endpoint {self.name!r} ({self.subject!r}): {description}, answering 503",
+                sid=self._sub.sid, subject=self.subject, dropped=self._sub.dropped,
+            ), self)
+
+    def _ended(self, _: None) -> None:
+        reason = self._sub.end_reason
+        if reason is not None and not isinstance(reason, (SubscriptionClosedError,
+                                                           ConnectionClosedError)):
+            self.num_errors += 1
+            self.last_error = one_line(str(reason))
+            self._failed_with(reason, self)
 
     def _async_done(self, _: object, req: Request, start: int) -> None:
         self._done(start, req.error)
@@ -222,6 +283,7 @@ class Endpoint:
                 "Endpoint {endpoint!r} could not send its error reply to {subject!r}: "
                 "{error}", endpoint=self.name, subject=req.subject, error=e,
             )
+            self._report(e, self)
             return f"{counted} (not sent: {e})"
         return counted
 
@@ -278,6 +340,8 @@ class Group:
         queue_group: QueueGroup = INHERIT,
         metadata: Mapping[str, str] | None = None,
         concurrency: int = 1,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
     ) -> Endpoint:
         """Add an endpoint on ``<prefix>.<subject or name>``; see
         :meth:`Service.add_endpoint`. Its queue group is this group's unless given."""
@@ -287,7 +351,8 @@ class Group:
         queue = self.queue_group if queue_group is INHERIT else queue_group
         return self.service.add_endpoint(
             name, handler, subject=full, queue_group=queue, metadata=metadata,
-            concurrency=concurrency,
+            concurrency=concurrency, pending_msgs_limit=pending_msgs_limit,
+            pending_bytes_limit=pending_bytes_limit,
         )
 
     def add_group(self, name: str, *, queue_group: QueueGroup = INHERIT) -> Group:
@@ -321,8 +386,10 @@ class Service:
         queue_group: str | None,
         stats_handler: StatsHandler | None,
         prefix: str = API_PREFIX,
+        error_handler: ErrorHandler | None = None,
     ) -> None:
         self._nc = nc
+        self._error_handler = error_handler
         self.name = name
         self.version = version
         self.description = description
@@ -352,6 +419,8 @@ class Service:
             for sub in self._monitors:
                 sub.unsubscribe()
             raise
+        for sub in self._monitors:
+            sub.when_ended().addCallback(self._monitor_ended, sub)
         self._unlisten = nc.add_status_listener(self._on_state)
 
     @property
@@ -379,6 +448,8 @@ class Service:
         queue_group: QueueGroup = INHERIT,
         metadata: Mapping[str, str] | None = None,
         concurrency: int = 1,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
     ) -> Endpoint:
         """Add an endpoint: ``handler(request)`` is called with every request sent to
         ``subject`` (``name`` unless given), in the service's queue group unless
@@ -391,10 +462,17 @@ class Service:
         it as an error. Call ``await nc.flush()`` to be sure that the server has the
         endpoint's subscription.
 
+        Requests wait for the handler up to ``pending_msgs_limit`` requests and
+        ``pending_bytes_limit`` bytes (the client's ``pending_msgs_limit`` and
+        ``pending_bytes_limit`` options unless given); one arriving over either is
+        answered at once with error 503 (``Nats-Service-Error-Code: 503``), counted as
+        a request and an error, and the first of each run is passed to the service's
+        ``error_handler`` as a :class:`~txnats.errors.SlowConsumerError`.
+
         :raises InvalidServiceConfigError: for a bad name, subject, queue group or
             metadata.
         :raises InvalidArgumentTypeError: for a handler that is not callable.
-        :raises InvalidArgumentError: for a ``concurrency`` below 1.
+        :raises InvalidArgumentError: for a ``concurrency`` or a pending limit below 1.
         :raises BadSubjectError: for a subject the client refuses (``a..b``, say).
         :raises ServiceStoppedError: if the service is stopped.
         """
@@ -406,7 +484,10 @@ class Service:
             raise InvalidArgumentTypeError(f"handler must be callable, not {handler!r}")
         if self._stopping is not None:
             raise ServiceStoppedError(f"service {self.name!r} ({self.id}) is stopped")
-        endpoint = Endpoint(self._nc, name, subject, queue, meta, handler, concurrency)
+        endpoint = Endpoint(
+            self._nc, name, subject, queue, meta, handler, concurrency,
+            (pending_msgs_limit, pending_bytes_limit), self._report, self._subscription_failed,
+        )
         self._endpoints.append(endpoint)
         return endpoint
 
@@ -477,6 +558,34 @@ class Service:
                 "Service {name!r} could not answer {subject}: {error}",
                 name=self.name, subject=msg.subject, error=e,
             )
+            self._report(e, None)
+
+    # ------------------------------------------------------------------ errors
+    def _report(self, error: NatsError, endpoint: Endpoint | None = None) -> None:
+        # To the error_handler, if any (endpoint: what it is about, None for the
+        # monitoring subscriptions); what it raises is logged, never passed on.
+        handler = self._error_handler
+        if handler is None:
+            return
+        try:
+            handler(self, error)
+        except Exception:
+            log.failure("The error handler of service {name!r} raised", name=self.name)
+
+    def _subscription_failed(self, error: NatsError, endpoint: Endpoint | None) -> None:
+        """A subscription of the service ended with ``error`` (the server refused it):
+        report it and stop the service with it, as a part of it no longer works."""
+        if self._stopping is not None:
+            return
+        log.warn("Service {name!r} stops: {error}", name=self.name, error=error)
+        self._report(error, endpoint)
+        self.stop(error)
+
+    def _monitor_ended(self, _: None, sub: Subscription) -> None:
+        reason = sub.end_reason
+        if reason is not None and not isinstance(reason, (SubscriptionClosedError,
+                                                           ConnectionClosedError)):
+            self._subscription_failed(reason, None)
 
     # ------------------------------------------------------------------ stopping
     def stop(
@@ -565,6 +674,7 @@ def add_service(
     queue_group: str | None = DEFAULT_QUEUE_GROUP,
     stats_handler: StatsHandler | None = None,
     prefix: str = API_PREFIX,
+    error_handler: ErrorHandler | None = None,
 ) -> Service:
     """Start a service on ``nc``: its monitoring subscriptions are sent at once (call
     ``await nc.flush()`` to be sure the server has them); add endpoints with
@@ -577,9 +687,19 @@ def add_service(
     :param stats_handler: called with each endpoint when stats are asked for; what it
         returns (JSON-able) is the endpoint's ``data``.
     :param prefix: the root of the monitoring subjects (``$SRV``).
+    :param error_handler: ``error_handler(service, error)`` is called with what goes
+        wrong outside a handler: the server refusing one of the service's
+        subscriptions (a :class:`~txnats.errors.PermissionViolationError`; the service
+        then stops, and :meth:`Service.when_stopped` fires with that error), requests
+        dropped over an endpoint's pending limits (a
+        :class:`~txnats.errors.SlowConsumerError`, once per run; each is answered with
+        error 503), and an answer or error reply that could not be sent. Handler
+        exceptions are answered (500) and logged instead. It runs in the client's
+        batch of work; what it raises is logged.
     :raises InvalidServiceConfigError: (a ``ValueError``) for a bad name, version,
         queue group, metadata or prefix.
-    :raises InvalidArgumentTypeError: for a client or stats handler of the wrong type.
+    :raises InvalidArgumentTypeError: for a client, stats handler or error handler of
+        the wrong type.
     :raises ConnectionClosedError: if the client is closed.
     """
     if not callable(getattr(nc, "subscribe", None)) or not callable(
@@ -596,5 +716,8 @@ def add_service(
     queue = check_queue_group(queue_group)
     if stats_handler is not None and not callable(stats_handler):
         raise InvalidArgumentTypeError(f"stats_handler must be callable, not {stats_handler!r}")
+    if error_handler is not None and not callable(error_handler):
+        raise InvalidArgumentTypeError(f"error_handler must be callable, not {error_handler!r}")
     check_prefix(prefix)
-    return Service(nc, name, version, description or "", meta, queue, stats_handler, prefix)
+    return Service(nc, name, version, description or "", meta, queue, stats_handler, prefix,
+                   error_handler)
